@@ -1,0 +1,49 @@
+"""The `copilot-opt` command line: a thin layer over the library, one module per command."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from copilot_cli import __version__
+from copilot_cli.cli.common import option, set_debug
+from copilot_cli.cli.model_info import model_info
+from copilot_cli.core import progress
+
+app = typer.Typer(
+    name="copilot-opt",
+    help="Prepare prompts, KV caches, embeddings and repository context for a self-hosted "
+    "code assistant, offline, and prove in CI that nothing that matters changed.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"copilot-opt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+    debug: Annotated[bool, option("--debug", help="Show tracebacks for errors.")] = False,
+    quiet: Annotated[bool, option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    set_debug(debug)
+    progress.set_quiet(quiet)
+
+
+app.command("model-info")(model_info)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="copilot-opt")

@@ -1,0 +1,41 @@
+"""`copilot-opt model-info`: load a model the way every command does and describe it."""
+
+from __future__ import annotations
+
+from copilot_cli.cli.common import (
+    JsonOpt,
+    handle_errors,
+    key_value_table,
+    print_json,
+    stdout_console,
+)
+from copilot_cli.cli.model_options import (
+    AllowDownloadOpt,
+    DeviceOpt,
+    DtypeOpt,
+    ModelOpt,
+    model_spec,
+)
+from copilot_cli.core import progress
+from copilot_cli.core.model_info import describe_model
+from copilot_cli.core.models import load_model
+
+
+@handle_errors
+def model_info(
+    model: ModelOpt = "",
+    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = "auto",
+    allow_download: AllowDownloadOpt = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Load a model and its tokenizer, check them, and print what they are (with fingerprints)."""
+    spec = model_spec(model, device, dtype, allow_download)
+    with progress.progress(f"loading {spec.name_or_path}"):
+        info = describe_model(load_model(spec))
+    if json_output:
+        print_json(info.to_dict())
+        return
+    rows = [(key, value) for key, value in info.to_dict().items() if key != "special_tokens"]
+    rows.append(("special_tokens", ", ".join(f"{k}={v}" for k, v in info.special_tokens.items())))
+    stdout_console.print(key_value_table("model", rows))

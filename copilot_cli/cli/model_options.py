@@ -1,0 +1,23 @@
+"""The model options shared by every command that loads a model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from copilot_cli.cli.common import option
+from copilot_cli.core.models import ModelSpec
+
+ModelOpt = Annotated[
+    str,
+    option("--model", "-m", help="Model folder or hub id (default: the shipped tiny code model)."),
+]
+DeviceOpt = Annotated[str, option("--device", help="cpu, cuda, cuda:N or mps.")]
+DtypeOpt = Annotated[str, option("--dtype", help="auto (as saved), float32, float16, bfloat16.")]
+AllowDownloadOpt = Annotated[
+    bool,
+    option("--allow-download", help="Fetch a hub model that is not cached (offline otherwise)."),
+]
+
+
+def model_spec(model: str, device: str, dtype: str, allow_download: bool) -> ModelSpec:
+    return ModelSpec(name_or_path=model, device=device, dtype=dtype, allow_download=allow_download)

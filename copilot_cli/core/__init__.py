@@ -1,0 +1,1 @@
+"""Shared core: errors, atomic artifact writing, model loading and fingerprints, progress."""

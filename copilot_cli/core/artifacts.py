@@ -1,0 +1,129 @@
+"""Atomic artifact writing, content hashes and safetensors metadata shared by every command.
+
+Every artifact goes through `atomic_write`: a temp file in the target folder, fsync, rename,
+fsync of the folder. A crash mid-write leaves the previous file (or nothing) under the final
+name, never a partial one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.safetensors_io import write_safetensors
+
+_CHUNK = 1 << 20
+
+
+@contextlib.contextmanager
+def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temp file next to `path`; on success fsync it and rename it over `path`.
+
+    On any exception the temp file is removed and `path` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a directory be fsynced
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_bytes(path: Path | str, data: bytes) -> None:
+    """Atomically write `data` to `path`."""
+    with atomic_write(path) as handle:
+        handle.write(data)
+
+
+def canonical_json(obj: Any) -> str:
+    """Stable JSON text: sorted keys, 2-space indent, trailing newline, UTF-8 kept as is."""
+    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_json(path: Path | str, obj: Any) -> None:
+    """Atomically write `obj` as canonical JSON."""
+    write_bytes(path, canonical_json(obj).encode("utf-8"))
+
+
+def write_if_changed(path: Path | str, data: bytes) -> bool:
+    """Write `data` atomically unless `path` already holds exactly those bytes.
+
+    Returns True when the file was (re)written. Leaves mtimes alone on no-op rebuilds.
+    """
+    path = Path(path)
+    if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
+        return False
+    write_bytes(path, data)
+    return True
+
+
+def sha256_bytes(data: bytes | memoryview) -> str:
+    """Hex sha256 of a byte string."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    """Hex sha256 of a string's UTF-8 bytes."""
+    return sha256_bytes(text.encode("utf-8"))
+
+
+def sha256_file(path: Path | str) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def encode_metadata(values: Mapping[str, Any]) -> dict[str, str]:
+    """safetensors metadata is str -> str: strings stay, everything else becomes canonical JSON."""
+    return {
+        key: value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        for key, value in values.items()
+    }
+
+
+def decode_metadata(metadata: Mapping[str, str], key: str, *, where: str) -> Any:
+    """Read one JSON-encoded metadata value, raising ArtifactError naming the key when absent."""
+    if key not in metadata:
+        raise ArtifactError(f"metadata key {key!r} is missing", where=where)
+    try:
+        return json.loads(metadata[key])
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"metadata key {key!r} is not valid JSON", where=where) from exc
+
+
+def save_safetensors(
+    path: Path | str, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any]
+) -> None:
+    """Atomically and deterministically write a safetensors file with encoded metadata."""
+    with atomic_write(path) as handle:
+        write_safetensors(handle, tensors, encode_metadata(metadata))

@@ -1,0 +1,223 @@
+"""Load a causal LM and its tokenizer, offline by default, with clear errors and fingerprints."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from copilot_cli.core.errors import ArtifactError, InputError, ModelLoadError
+from copilot_cli.core.fingerprints import (
+    model_fingerprint_from_folder,
+    tokenizer_fingerprint,
+    weight_files,
+)
+from copilot_cli.core.safetensors_io import read_header
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_MODEL = PACKAGE_ROOT / "sample_data" / "models" / "tiny-code-llama"
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def default_model() -> str:
+    """The model used when none is given: $COPILOT_OPT_MODEL, else the shipped tiny code model."""
+    return os.environ.get("COPILOT_OPT_MODEL") or str(SHIPPED_MODEL)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a model comes from and how to place it.
+
+    Attributes:
+        name_or_path: a local folder or a Hugging Face hub id.
+        device: "cpu" (default), "cuda", "cuda:N" or "mps".
+        dtype: "auto" (as saved), "float32", "float16" or "bfloat16".
+        allow_download: fetch from the hub when not cached locally (off by default).
+        tokenizer: tokenizer folder or hub id when it differs from the model's.
+    """
+
+    name_or_path: str = ""
+    device: str = "cpu"
+    dtype: str = "auto"
+    allow_download: bool = False
+    tokenizer: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name_or_path:
+            object.__setattr__(self, "name_or_path", default_model())
+        if self.dtype != "auto" and self.dtype not in DTYPES:
+            raise InputError(
+                f"unknown dtype {self.dtype!r}; choose auto, {', '.join(DTYPES)}", where="--dtype"
+            )
+        check_device(self.device)
+
+
+def check_device(device: str) -> torch.device:
+    """Parse a device string, refusing one this machine does not have."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InputError(f"unknown device {device!r}", where="--device") from exc
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(
+            f"CUDA is not available here (torch {torch.__version__}); use --device cpu or "
+            "install a CUDA build of torch (see README)",
+            where="--device",
+        )
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError("MPS is not available here", where="--device")
+    return parsed
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer, and the fingerprints every artifact records."""
+
+    model: Any
+    tokenizer: Any
+    model_fingerprint: str
+    tokenizer_fingerprint: str
+    source: str
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def _is_local(name: str) -> bool:
+    path = Path(name)
+    return path.exists() or path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1
+
+
+def resolve_folder(name: str, *, allow_download: bool, what: str = "model") -> Path:
+    """A local folder for `name`: the folder itself, or the hub snapshot (cached or downloaded)."""
+    if _is_local(name):
+        path = Path(name).expanduser()
+        if not path.exists():
+            raise ModelLoadError(f"{what} folder does not exist", where=name)
+        if not path.is_dir():
+            raise ModelLoadError(f"expected a {what} folder, found a file", where=name)
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=not allow_download))
+    except Exception as exc:  # the hub client raises many types; all mean "not available"
+        hint = "" if allow_download else " (offline by default; --allow-download fetches it)"
+        raise ModelLoadError(
+            f"neither a local folder nor a cached hub {what}{hint}", where=name
+        ) from exc
+
+
+def _check_model_folder(folder: Path) -> dict[str, Any]:
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ModelLoadError("no config.json: not a Hugging Face model folder", where=str(folder))
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"config.json is not valid JSON ({exc})", where=str(folder)) from exc
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = config.get("model_type")
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ModelLoadError(
+            f"model_type {model_type!r} is not a causal language model", where=str(folder)
+        )
+    architectures = config.get("architectures") or []
+    causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    if architectures and not any(
+        name in causal_names or name.endswith(("ForCausalLM", "LMHeadModel"))
+        for name in architectures
+    ):
+        raise ModelLoadError(
+            f"architecture {', '.join(architectures)} is not a causal language model",
+            where=str(folder),
+        )
+    weights = weight_files(folder)
+    if not weights:
+        raise ModelLoadError("no weight files (*.safetensors, *.bin)", where=str(folder))
+    for path in weights:
+        if path.suffix == ".safetensors":
+            try:
+                read_header(path)
+            except ArtifactError as exc:
+                raise ModelLoadError(exc.message, where=str(path)) from exc
+    return config
+
+
+def load_tokenizer(name_or_path: str, *, allow_download: bool = False) -> Any:
+    """Load a tokenizer from a folder or hub id, offline unless allowed."""
+    from transformers import AutoTokenizer
+
+    folder = resolve_folder(name_or_path, allow_download=allow_download, what="tokenizer")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:
+        raise ModelLoadError(f"cannot load a tokenizer ({exc})", where=str(folder)) from exc
+    tokenizer_fingerprint(tokenizer)
+    return tokenizer
+
+
+def load_model(spec: ModelSpec) -> LoadedModel:
+    """Load the causal LM and tokenizer described by `spec`, in eval mode, with fingerprints.
+
+    Raises:
+        ModelLoadError: missing folder, no model in it, a non-causal model, damaged weights.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    quiet_transformers()
+    folder = resolve_folder(spec.name_or_path, allow_download=spec.allow_download)
+    _check_model_folder(folder)
+    device = check_device(spec.device)
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        kwargs["dtype"] = DTYPES[spec.dtype] if spec.dtype != "auto" else "auto"
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"cannot load the model ({_first_line(exc)})", where=str(folder)
+        ) from exc
+    model.to(device).eval()
+    fingerprint = model_fingerprint_from_folder(folder, config)
+    model._copilot_model_fingerprint = fingerprint
+    tokenizer = load_tokenizer(spec.tokenizer or str(folder), allow_download=spec.allow_download)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        model_fingerprint=fingerprint,
+        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+        source=str(folder),
+    )
+
+
+def quiet_transformers() -> None:
+    """transformers prints its own progress bars and advice; our CLI owns stderr."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def context_length(config: Any) -> int:
+    """The model's context window in tokens, from the usual config fields."""
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ModelLoadError("the model config names no context length (max_position_embeddings)")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,58 @@
+"""Progress bars on stderr: shown for slow work on a terminal, silent otherwise or with --quiet."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+_state = {"quiet": False}
+stderr_console = Console(stderr=True)
+
+
+def set_quiet(quiet: bool) -> None:
+    """Silence all progress output (the CLI's --quiet)."""
+    _state["quiet"] = quiet
+
+
+def enabled() -> bool:
+    return not _state["quiet"] and stderr_console.is_terminal
+
+
+class Task:
+    """A handle on one progress line; a no-op when progress is disabled."""
+
+    def __init__(self, progress: Progress | None, task_id: int | None) -> None:
+        self._progress = progress
+        self._task_id = task_id
+
+    def advance(self, amount: float = 1) -> None:
+        if self._progress is not None and self._task_id is not None:
+            self._progress.advance(self._task_id, amount)
+
+    def update(self, **fields: object) -> None:
+        if self._progress is not None and self._task_id is not None:
+            self._progress.update(self._task_id, **fields)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: float | None = None) -> Iterator[Task]:
+    """A transient progress bar (or spinner when `total` is None) on stderr."""
+    if not enabled():
+        yield Task(None, None)
+        return
+    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), MofNCompleteColumn()]
+    columns.append(TimeElapsedColumn())
+    with Progress(*columns, console=stderr_console, transient=True) as bar:
+        yield Task(bar, bar.add_task(description, total=total))

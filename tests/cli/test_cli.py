@@ -1,0 +1,95 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from copilot_cli import __version__
+from copilot_cli.cli import app
+
+
+def test_help_lists_commands(runner):
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "model-info" in result.stdout
+
+
+def test_version(runner):
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"copilot-opt {__version__}"
+
+
+def test_python_dash_m_works():
+    out = subprocess.run(
+        [sys.executable, "-m", "copilot_cli", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "copilot-opt" in out.stdout and "model-info" in out.stdout
+
+
+def test_console_script_is_installed():
+    exe = str(Path(sys.executable).parent / "copilot-opt")
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"copilot-opt {__version__}"
+
+
+def test_model_info_json(runner, tiny_llama_dir):
+    result = runner.invoke(app, ["model-info", "--model", str(tiny_llama_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["model_type"] == "llama"
+    assert info["kv_heads"] == 2 and info["attention_heads"] == 4
+    assert len(info["model_fingerprint"]) == 64
+
+
+def test_options_come_from_environment(runner, tiny_llama_dir):
+    result = runner.invoke(
+        app, ["model-info"], env={"COPILOT_OPT_MODEL": str(tiny_llama_dir), "COPILOT_OPT_JSON": "1"}
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["source"] == str(tiny_llama_dir)
+
+
+@pytest.mark.parametrize(
+    ("make_path", "reason"),
+    [
+        (lambda tmp: tmp / "missing", "does not exist"),
+        (lambda tmp: tmp, "no config.json"),
+    ],
+)
+def test_bad_model_exits_2_with_one_line(runner, tmp_path, make_path, reason):
+    path = make_path(tmp_path)
+    result = runner.invoke(app, ["model-info", "--model", str(path)])
+    assert result.exit_code == 2
+    assert reason in result.stderr and str(path) in result.stderr
+    assert "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_truncated_weights_exit_2_without_traceback(runner, tiny_llama_dir, tmp_path):
+    broken = shutil.copytree(tiny_llama_dir, tmp_path / "broken")
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    result = runner.invoke(app, ["model-info", "--model", str(broken)])
+    assert result.exit_code == 2
+    assert "model.safetensors" in result.stderr and "Traceback" not in result.output
+
+
+def test_debug_shows_the_exception(runner, tmp_path):
+    result = runner.invoke(app, ["--debug", "model-info", "--model", str(tmp_path / "x")])
+    assert result.exit_code != 0
+    assert result.exception is not None and "does not exist" in str(result.exception)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_a_usage_error(runner, tiny_llama_dir):
+    result = runner.invoke(app, ["model-info", "--model", str(tiny_llama_dir), "--device", "cuda"])
+    assert result.exit_code == 2
+    assert "--device" in result.stderr and "CUDA is not available" in result.stderr
+
+
+def test_unknown_option_is_exit_2(runner):
+    assert runner.invoke(app, ["model-info", "--no-such-option"]).exit_code == 2
