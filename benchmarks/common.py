@@ -1,0 +1,49 @@
+"""Helpers every benchmark uses: timing by median of repeats, and the one-line JSON result."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
+    """Median wall time of `fn` over `repeat` runs after `warmup` untimed runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def emit(
+    name: str,
+    ours: float,
+    peer: float,
+    unit: str,
+    *,
+    higher_is_better: bool = False,
+    goal: str = "",
+    passed: bool | None = None,
+    **extra: object,
+) -> dict:
+    """Print one result line. `ratio` is how many times better ours is than the peer."""
+    ratio = (ours / peer if higher_is_better else peer / ours) if ours and peer else 0.0
+    result = {
+        "name": name,
+        "ours": round(ours, 6),
+        "peer": round(peer, 6),
+        "unit": unit,
+        "ratio": round(ratio, 3),
+    }
+    if goal:
+        result["goal"] = goal
+    if passed is not None:
+        result["pass"] = passed
+    result.update(extra)
+    print(json.dumps(result), flush=True)
+    return result

@@ -1,0 +1,471 @@
+"""compile-templates: validate a template folder and write a precompiled bundle, all or nothing."""
+
+from __future__ import annotations
+
+import re
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+
+from copilot_cli import __version__
+from copilot_cli.core.artifacts import canonical_json, sha256_bytes, sha256_text, write_if_changed
+from copilot_cli.core.errors import InputError
+from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.prompts.analysis import input_variables, static_prefix, template_closure
+from copilot_cli.prompts.boundary import stable_prefix
+from copilot_cli.prompts.bundle import (
+    CODE_DIR,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    TemplateRuntime,
+    first_schema_error,
+    json_path,
+    make_validator,
+    with_defaults,
+)
+from copilot_cli.prompts.chat import chat_environment, prefix_through_chat, split_messages
+from copilot_cli.prompts.errors import TemplateError
+from copilot_cli.prompts.sandbox import ENV_OPTIONS, MAX_OUTPUT_CHARS, make_environment
+from copilot_cli.prompts.source import (
+    PARTS_DIR,
+    TemplateSource,
+    discover,
+    parse_template_file,
+    read_text,
+)
+
+_VOLATILE_TEXT = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}:\d{2}(:\d{2})?\b|"
+    r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Settings of compile-templates.
+
+    Attributes:
+        src: the template folder (templates at any depth, shared parts under `parts/`).
+        out: the bundle folder to write.
+        min_prefix_tokens: warn when a static prefix is shorter than this (with a tokenizer).
+        max_output_chars: a render larger than this fails (bounded memory).
+    """
+
+    src: Path
+    out: Path
+    min_prefix_tokens: int = 64
+    max_output_chars: int = MAX_OUTPUT_CHARS
+
+    def __post_init__(self) -> None:
+        if not self.src.exists():
+            raise InputError("template folder does not exist", where=str(self.src))
+        if not self.src.is_dir():
+            raise InputError("expected a template folder, found a file", where=str(self.src))
+        if self.out.exists() and not self.out.is_dir():
+            raise InputError("output must be a folder", where=str(self.out))
+
+
+@dataclass
+class TemplateReport:
+    name: str
+    source: str
+    status: str  # "compiled" (new or changed) or "unchanged"
+    variables: list[str]
+    static_prefix_chars: int
+    static_prefix_tokens: int | None
+    static_prefix_sha256: str
+    shortened_chars: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CompileResult:
+    out: Path
+    templates: list[TemplateReport]
+    parts: list[str]
+    files_written: list[str]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{t.source}: {w}" for t in self.templates for w in t.warnings]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "templates": [t.__dict__ for t in self.templates],
+            "parts": self.parts,
+            "files_written": self.files_written,
+            "warnings": self.warnings,
+        }
+
+
+class _Units:
+    """Template bodies and part files by name, parsed and code-generated once each."""
+
+    def __init__(
+        self,
+        src: Path,
+        templates: list[TemplateSource],
+        parts: list[tuple[Path, str]],
+        environment: jinja2.Environment,
+    ) -> None:
+        self.src = src
+        self.environment = environment
+        self.text: dict[str, str] = {t.rel_path: t.body for t in templates}
+        self.line_offset: dict[str, int] = {t.rel_path: t.body_line - 1 for t in templates}
+        self.raw: dict[str, bytes] = {t.rel_path: t.raw for t in templates}
+        self.part_paths = dict((rel, path) for path, rel in parts)
+        self._ast: dict[str, nodes.Template] = {}
+
+    def source(self, name: str, referrer: str | None = None) -> str:
+        if name not in self.text:
+            if name.split("/")[0] != PARTS_DIR:
+                raise TemplateError(
+                    f"can only include or extend parts (files under {PARTS_DIR}/), not {name!r}",
+                    file=referrer,
+                )
+            if name not in self.part_paths:
+                raise TemplateError(
+                    f"included part {name!r} does not exist (or is outside the template folder)",
+                    file=referrer,
+                )
+            raw = self.part_paths[name].read_bytes()
+            self.text[name] = read_text(self.part_paths[name], name)
+            self.raw[name] = raw
+            self.line_offset[name] = 0
+        return self.text[name]
+
+    def parse(self, name: str, referrer: str | None = None) -> nodes.Template:
+        if name not in self._ast:
+            try:
+                self._ast[name] = self.environment.parse(self.source(name, referrer), name, name)
+            except jinja2.TemplateSyntaxError as exc:
+                raise TemplateError(
+                    f"syntax error: {exc.message}",
+                    file=name,
+                    line=(exc.lineno or 1) + self.line_offset.get(name, 0),
+                ) from exc
+        return self._ast[name]
+
+    def codegen(self, name: str) -> str:
+        self.parse(name)
+        return self.environment.compile(self.source(name), name, name, raw=True)
+
+
+def _error_line(exc: BaseException, unit: str, offset: int) -> int | None:
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == unit and frame.lineno:
+            return frame.lineno + offset
+    return None
+
+
+def _first_use_line(ast: nodes.Template, variable: str, offset: int) -> int | None:
+    for node in ast.find_all(nodes.Name):
+        if node.name == variable and node.ctx == "load":
+            return node.lineno + offset
+    return None
+
+
+class _Compiler:
+    def __init__(self, options: CompileOptions, tokenizer: Any | None) -> None:
+        self.options = options
+        self.tokenizer = tokenizer
+        self.environment = make_environment()
+        self.environment.max_output_chars = options.max_output_chars
+        self.tokenizer_fp = tokenizer_fingerprint(tokenizer) if tokenizer is not None else None
+
+    def load_sources(self) -> tuple[list[TemplateSource], list[tuple[Path, str]]]:
+        template_files, part_files = discover(self.options.src)
+        if not template_files:
+            raise InputError(
+                "no templates (*.j2 files outside parts/) found", where=str(self.options.src)
+            )
+        sources = [parse_template_file(path, rel) for path, rel in template_files]
+        seen: dict[str, str] = {}
+        for source in sources:
+            if source.name in seen:
+                raise TemplateError(
+                    f"template name {source.name!r} is also used by {seen[source.name]}",
+                    file=source.rel_path,
+                )
+            seen[source.name] = source.rel_path
+        return sources, part_files
+
+    def chat_info(self, sources: list[TemplateSource]) -> dict[str, Any] | None:
+        if not any(s.format == "chat" for s in sources):
+            return None
+        first = next(s for s in sources if s.format == "chat")
+        template = getattr(self.tokenizer, "chat_template", None) if self.tokenizer else None
+        if not isinstance(template, str) or not template:
+            raise TemplateError(
+                "format: chat needs a tokenizer with a chat template (--model or --tokenizer)",
+                file=first.rel_path,
+            )
+        special = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
+        code = chat_environment().compile(template, "__chat_template__", raw=True)
+        return {"code": code, "template_sha256": sha256_text(template), "special_tokens": special}
+
+    def content_hash(
+        self, source: TemplateSource, closure: list[str], units: _Units, chat: dict[str, Any] | None
+    ) -> str:
+        return sha256_text(
+            canonical_json(
+                {
+                    "format_version": FORMAT_VERSION,
+                    "source": sha256_bytes(source.raw),
+                    "parts": {name: sha256_bytes(units.raw[name]) for name in closure},
+                    "environment": ENV_OPTIONS,
+                    "max_output_chars": self.options.max_output_chars,
+                    "jinja2": jinja2.__version__,
+                    "tokenizer": self.tokenizer_fp,
+                    "chat_template": chat["template_sha256"]
+                    if chat and source.format == "chat"
+                    else None,
+                    "min_prefix_tokens": self.options.min_prefix_tokens,
+                }
+            )
+        )
+
+    def check_variables(self, source: TemplateSource, units: _Units) -> tuple[list[str], list[str]]:
+        used = input_variables(source.rel_path, units.parse, set(self.environment.globals))
+        declared = set((source.schema.get("properties") or {}).keys())
+        undeclared = sorted(used - declared)
+        if undeclared:
+            line = _first_use_line(
+                units.parse(source.rel_path), undeclared[0], units.line_offset[source.rel_path]
+            )
+            raise TemplateError(
+                f"variable {undeclared[0]!r} is used but not declared in 'inputs'",
+                file=source.rel_path,
+                line=line,
+            )
+        unused = sorted(declared - used)
+        warnings = [f"input {name!r} is declared but never used" for name in unused]
+        return sorted(used), warnings
+
+    def render_samples(
+        self, source: TemplateSource, runtime: TemplateRuntime, units: _Units
+    ) -> list[str]:
+        validator = make_validator(source.schema)
+        renders = []
+        for index, sample in enumerate(source.samples):
+            error = first_schema_error(validator, sample)
+            if error is not None:
+                path = json_path(error).replace("$", f"samples[{index}]", 1)
+                raise TemplateError(f"{path}: {error.message}", file=source.rel_path)
+            try:
+                values = with_defaults(source.schema, sample)
+                renders.append(runtime.render(source.rel_path, "", source.format, values))
+            except TemplateError:
+                raise
+            except Exception as exc:  # any render failure is the template's fault
+                line = _error_line(exc, source.rel_path, units.line_offset[source.rel_path])
+                raise TemplateError(
+                    f"samples[{index}] fails to render: {type(exc).__name__}: {exc}",
+                    file=source.rel_path,
+                    line=line,
+                ) from exc
+        return renders
+
+    def prefix(
+        self, source: TemplateSource, units: _Units, runtime: TemplateRuntime, renders: list[str]
+    ) -> tuple[str, dict[str, Any], list[str]]:
+        found = static_prefix(source.rel_path, self.environment, units.parse)
+        prefix, warnings = found.text, []
+        if source.format == "chat":
+            prefix = prefix_through_chat(prefix, runtime.render_chat, source.rel_path)
+        for text in renders:
+            if not text.startswith(prefix):
+                common = 0
+                while common < min(len(text), len(prefix)) and text[common] == prefix[common]:
+                    common += 1
+                warnings.append(
+                    f"a sample render departs from the derived prefix at char "
+                    f"{common}; prefix shortened"
+                )
+                prefix = prefix[:common]
+        info: dict[str, Any] = {"stopped_at": found.stopped_at, "derived_chars": len(prefix)}
+        if found.volatile or _VOLATILE_TEXT.search(prefix):
+            warnings.append(
+                "the static prefix holds a volatile value (a date, time, id or "
+                "random value): every change invalidates its cached KV"
+            )
+        if self.tokenizer is not None:
+            stable, ids = stable_prefix(
+                self.tokenizer, prefix, renders, add_special=source.format == "text"
+            )
+            info["shortened_chars"] = len(prefix) - len(stable)
+            prefix = stable
+            info["tokens"] = len(ids)
+            if len(ids) < self.options.min_prefix_tokens:
+                warnings.append(
+                    f"static prefix is only {len(ids)} tokens (< "
+                    f"{self.options.min_prefix_tokens}): little to cache"
+                )
+        if not source.samples:
+            warnings.append("no samples: the template was not rendered at compile time")
+        return prefix, info, warnings
+
+    def check_chat(
+        self,
+        source: TemplateSource,
+        runtime: TemplateRuntime,
+        units: _Units,
+        samples_bodies: list[str],
+    ) -> None:
+        for index, body in enumerate(samples_bodies):
+            messages = split_messages(body, source.rel_path)
+            ours = runtime.render_chat(messages)
+            theirs = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+            if ours != theirs:
+                raise TemplateError(
+                    f"samples[{index}]: the bundled chat template renders "
+                    "differently from tokenizer.apply_chat_template",
+                    file=source.rel_path,
+                )
+
+
+def _previous_entries(out: Path) -> dict[str, dict[str, Any]]:
+    import json
+
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        return {}
+    return {entry["name"]: entry for entry in manifest.get("templates", [])}
+
+
+def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> CompileResult:
+    """Validate every template under `options.src` and write the bundle to `options.out`.
+
+    All or nothing: any failure raises before a single file in `out` changes. Templates whose
+    content hash (own source, parts, environment, tokenizer) is unchanged are not recomputed,
+    and files whose bytes are unchanged are not rewritten.
+
+    Raises:
+        TemplateError: a template is malformed, unsafe, uses an undeclared variable, or one of
+            its samples fails to validate or render (with file:line where known).
+        InputError: the folder is missing or holds no template.
+    """
+    compiler = _Compiler(options, tokenizer)
+    sources, part_files = compiler.load_sources()
+    units = _Units(options.src, sources, part_files, compiler.environment)
+    chat = compiler.chat_info(sources)
+    previous = _previous_entries(options.out)
+
+    for _, rel in part_files:  # every part must compile, used or not
+        units.parse(rel)
+    all_units = [*units.part_paths, *(source.rel_path for source in sources)]
+    code_by_unit = {rel: units.codegen(rel) for rel in all_units}
+    runtime = TemplateRuntime(code_by_unit, chat, options.max_output_chars)
+
+    entries, reports = [], []
+    for source in sources:
+        closure = template_closure(source.rel_path, units.parse)
+        variables, var_warnings = compiler.check_variables(source, units)
+        content_hash = compiler.content_hash(source, closure, units, chat)
+        old = previous.get(source.name)
+        if old and old.get("content_hash") == content_hash and old.get("unit") == source.rel_path:
+            entry, status = old, "unchanged"
+        else:
+            renders = compiler.render_samples(source, runtime, units)
+            if source.format == "chat":
+                bodies = [
+                    runtime.environment.get_template(source.rel_path).render(s)
+                    for s in source.samples
+                ]
+                compiler.check_chat(source, runtime, units, bodies)
+            prefix, info, warnings = compiler.prefix(source, units, runtime, renders)
+            entry = {
+                "name": source.name,
+                "unit": source.rel_path,
+                "source": source.rel_path,
+                "description": source.description,
+                "version": source.version,
+                "format": source.format,
+                "content_hash": content_hash,
+                "source_sha256": sha256_bytes(source.raw),
+                "parts": closure,
+                "variables": variables,
+                "schema": source.schema,
+                "samples": len(source.samples),
+                "sample_render_sha256": [sha256_text(r) for r in renders],
+                "static_prefix": prefix,
+                "static_prefix_sha256": sha256_text(prefix),
+                "static_prefix_tokens": info.get("tokens"),
+                "static_prefix_stopped_at": info["stopped_at"],
+                "static_prefix_shortened_chars": info.get("shortened_chars", 0),
+                "tokenizer_fingerprint": compiler.tokenizer_fp,
+                "code": sha256_text(code_by_unit[source.rel_path]) + ".py",
+                "warnings": var_warnings + warnings,
+            }
+            status = "compiled"
+        entries.append(entry)
+        reports.append(
+            TemplateReport(
+                name=source.name,
+                source=source.rel_path,
+                status=status,
+                variables=entry["variables"],
+                static_prefix_chars=len(entry["static_prefix"]),
+                static_prefix_tokens=entry["static_prefix_tokens"],
+                static_prefix_sha256=entry["static_prefix_sha256"],
+                shortened_chars=entry.get("static_prefix_shortened_chars", 0),
+                warnings=entry["warnings"],
+            )
+        )
+
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "copilot_opt_version": __version__,
+        "jinja2_version": jinja2.__version__,
+        "environment": {**ENV_OPTIONS, "max_output_chars": options.max_output_chars},
+        "tokenizer_fingerprint": compiler.tokenizer_fp,
+        "chat_template": chat,
+        "parts": {
+            rel: {
+                "code": sha256_text(code_by_unit[rel]) + ".py",
+                "source_sha256": sha256_bytes(
+                    units.raw.get(rel) or units.part_paths[rel].read_bytes()
+                ),
+            }
+            for rel in sorted(units.part_paths)
+        },
+        "templates": sorted(entries, key=lambda e: e["name"]),
+    }
+    written = _write_bundle(options.out, code_by_unit, manifest)
+    return CompileResult(
+        out=options.out,
+        templates=sorted(reports, key=lambda r: r.name),
+        parts=sorted(units.part_paths),
+        files_written=written,
+    )
+
+
+def _write_bundle(out: Path, code_by_unit: dict[str, str], manifest: dict[str, Any]) -> list[str]:
+    """Code files first (content-addressed), manifest last, then drop unreferenced code."""
+    written = []
+    code_dir = out / CODE_DIR
+    wanted = set()
+    for code in code_by_unit.values():
+        name = sha256_text(code) + ".py"
+        wanted.add(name)
+        if write_if_changed(code_dir / name, code.encode("utf-8")):
+            written.append(f"{CODE_DIR}/{name}")
+    if write_if_changed(out / MANIFEST, canonical_json(manifest).encode("utf-8")):
+        written.append(MANIFEST)
+    for stale in sorted(code_dir.glob("*.py")):
+        if stale.name not in wanted:
+            stale.unlink()
+    return written

@@ -1,0 +1,159 @@
+"""Template files: YAML front matter (name, description, version, inputs, samples, format) + body.
+
+A template file looks like:
+
+    ---
+    name: code-completion
+    description: Complete the code at the cursor.
+    version: 1.2.0
+    format: text            # or chat
+    inputs:                 # a JSON Schema for the variables
+      type: object
+      required: [code]
+      properties:
+        code: {type: string}
+    samples:
+      - {code: "def f():"}
+    ---
+    {% include "parts/role.j2" %}
+    ...
+
+Files under a `parts/` folder are parts: bodies only (no front matter), shared by templates
+through `{% include %}` or `{% extends %}`, versioned and swapped on their own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from copilot_cli.prompts.errors import TemplateError
+
+FRONT_MATTER_KEYS = {"name", "description", "version", "inputs", "samples", "format"}
+REQUIRED_KEYS = ("name", "description", "version", "inputs")
+FORMATS = ("text", "chat")
+PARTS_DIR = "parts"
+
+
+@dataclass(frozen=True)
+class TemplateSource:
+    """One template file, parsed but not compiled."""
+
+    name: str
+    rel_path: str  # path relative to the template folder, with forward slashes
+    description: str
+    version: str
+    schema: dict[str, Any]
+    samples: list[dict[str, Any]]
+    format: str
+    body: str
+    body_line: int  # 1-based line of the file where the body starts
+    raw: bytes = field(repr=False)
+
+
+def read_text(path: Path, rel: str) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TemplateError(
+            f"not UTF-8 (byte {exc.start}: {exc.reason}); save it as UTF-8", file=rel
+        ) from exc
+    except OSError as exc:
+        raise TemplateError(f"cannot read ({exc.strerror})", file=rel) from exc
+
+
+def split_front_matter(text: str, rel: str) -> tuple[str, str, int]:
+    """(front matter YAML, body, body start line). The file must start with a `---` line."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise TemplateError(
+            "a template must start with YAML front matter ('---')", file=rel, line=1
+        )
+    for index in range(1, len(lines)):
+        if lines[index].strip() == "---":
+            return "".join(lines[1:index]), "".join(lines[index + 1 :]), index + 2
+    raise TemplateError("front matter is not closed by a '---' line", file=rel, line=1)
+
+
+def _check_field_types(meta: dict[str, Any], rel: str) -> None:
+    unknown = sorted(set(meta) - FRONT_MATTER_KEYS)
+    if unknown:
+        raise TemplateError(
+            f"unknown front matter key {unknown[0]!r} (known: "
+            f"{', '.join(sorted(FRONT_MATTER_KEYS))})",
+            file=rel,
+        )
+    for key in REQUIRED_KEYS:
+        if key not in meta:
+            raise TemplateError(f"front matter is missing {key!r}", file=rel)
+    for key in ("name", "description"):
+        if not isinstance(meta[key], str) or not meta[key].strip():
+            raise TemplateError(f"{key!r} must be a non-empty string", file=rel)
+    if not isinstance(meta["version"], (str, int, float)):
+        raise TemplateError("'version' must be a string such as 1.0.0", file=rel)
+    if not isinstance(meta["inputs"], dict):
+        raise TemplateError("'inputs' must be a JSON Schema object", file=rel)
+    if meta.get("format", "text") not in FORMATS:
+        raise TemplateError(f"'format' must be one of {', '.join(FORMATS)}", file=rel)
+    samples = meta.get("samples", [])
+    if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
+        raise TemplateError("'samples' must be a list of input objects", file=rel)
+
+
+def parse_template_file(path: Path, rel: str) -> TemplateSource:
+    """Parse one template file's front matter and body; check the schema itself is valid."""
+    text = read_text(path, rel)
+    front, body, body_line = split_front_matter(text, rel)
+    try:
+        meta = yaml.safe_load(front) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise TemplateError(
+            f"front matter is not valid YAML: {problem}", file=rel, line=line
+        ) from exc
+    if not isinstance(meta, dict):
+        raise TemplateError("front matter must be a YAML mapping", file=rel, line=2)
+    _check_field_types(meta, rel)
+    try:
+        jsonschema.validators.validator_for(meta["inputs"]).check_schema(meta["inputs"])
+    except jsonschema.SchemaError as exc:
+        path_text = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise TemplateError(
+            f"'inputs' is not a valid JSON Schema at {path_text}: {exc.message}", file=rel
+        ) from exc
+    return TemplateSource(
+        name=meta["name"].strip(),
+        rel_path=rel,
+        description=meta["description"].strip(),
+        version=str(meta["version"]),
+        schema=meta["inputs"],
+        samples=list(meta.get("samples", [])),
+        format=meta.get("format", "text"),
+        body=body,
+        body_line=body_line,
+        raw=path.read_bytes(),
+    )
+
+
+def discover(src: Path) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """(template files, part files) under `src`, as (path, relative path), sorted.
+
+    Templates are `*.j2` files outside `parts/`; parts are `*.j2` files inside it.
+    """
+    templates, parts = [], []
+    root = Path(os.path.realpath(src))
+    for path in sorted(src.rglob("*.j2")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(src).as_posix()
+        if root not in Path(os.path.realpath(path)).parents:
+            raise TemplateError("is a link that resolves outside the template folder", file=rel)
+        (parts if rel.split("/")[0] == PARTS_DIR else templates).append((path, rel))
+    return templates, parts

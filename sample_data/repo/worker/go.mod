@@ -1,0 +1,3 @@
+module example.com/kvstore/worker
+
+go 1.22
