@@ -12,8 +12,11 @@ template's content hash.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import marshal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +25,9 @@ from typing import Any
 import jinja2
 import jsonschema
 
-from copilot_cli.core.artifacts import sha256_bytes
+from copilot_cli.core.artifacts import sha256_bytes, sha256_text, write_bytes
 from copilot_cli.core.errors import ArtifactError, InputError
+from copilot_cli.core.fingerprints import cache_dir
 from copilot_cli.prompts.chat import chat_environment, chat_variables, split_messages
 from copilot_cli.prompts.errors import InputsError, TemplateError
 from copilot_cli.prompts.sandbox import bounded_render, make_environment
@@ -60,10 +64,30 @@ class _CodeLoader(jinja2.BaseLoader):
             source = self.sources[name]
         except KeyError:
             raise jinja2.TemplateNotFound(name) from None
-        code = compile(source, name, "exec")
+        code = cached_code(source, name)
         return environment.template_class.from_code(
             environment, code, environment.make_globals(globals), lambda: True
         )
+
+
+def _code_cache_dir() -> Path:
+    return cache_dir() / "template-code"
+
+
+def cached_code(source: str, name: str) -> Any:
+    """The code object of generated template code, via an on-disk cache like __pycache__.
+
+    Keyed by the source's sha256 and the interpreter's cache tag, so an entry can never be
+    stale; the cache is an accelerator outside the bundle (bundles stay byte-identical).
+    """
+    key = f"{sha256_text(source)}.{sys.implementation.cache_tag}.marshal"
+    path = _code_cache_dir() / key
+    with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
+        return marshal.loads(path.read_bytes())
+    code = compile(source, name, "exec")
+    with contextlib.suppress(OSError):
+        write_bytes(path, marshal.dumps(code))
+    return code
 
 
 def json_path(error: jsonschema.ValidationError) -> str:
@@ -86,6 +110,30 @@ def with_defaults(schema: dict[str, Any], inputs: Mapping[str, Any]) -> dict[str
         if key not in values and isinstance(spec, dict) and "default" in spec:
             values[key] = spec["default"]
     return values
+
+
+def fast_validator(schema: dict[str, Any]) -> Any:
+    """A compiled accept-check (fastjsonschema generates Python code for the schema).
+
+    Used as the fast path; on rejection `jsonschema` produces the error with its JSON path.
+    Schemas fastjsonschema cannot compile fall back to jsonschema alone.
+    """
+    import fastjsonschema
+
+    try:
+        check = fastjsonschema.compile(schema, use_default=False)
+    except Exception:  # unsupported keyword or draft: the slow path still validates
+        validator = make_validator(schema)
+        return lambda inputs: validator.is_valid(dict(inputs))
+
+    def accepts(inputs: Mapping[str, Any]) -> bool:
+        try:
+            check(inputs if isinstance(inputs, dict) else dict(inputs))
+        except fastjsonschema.JsonSchemaException:
+            return False
+        return True
+
+    return accepts
 
 
 def first_schema_error(validator: Any, inputs: Any) -> jsonschema.ValidationError | None:
@@ -171,11 +219,12 @@ class PromptBundle:
 
     def validate(self, name: str, inputs: Mapping[str, Any]) -> None:
         """Check `inputs` against the template's schema; InputsError carries the JSON path."""
-        entry = self.entry(name)
-        validator = self._validators.get(name)
-        if validator is None:
-            validator = self._validators[name] = make_validator(entry["schema"])
-        error = first_schema_error(validator, dict(inputs))
+        fast = self._validators.get(name)
+        if fast is None:
+            fast = self._validators[name] = fast_validator(self.entry(name)["schema"])
+        if fast(inputs):
+            return
+        error = first_schema_error(make_validator(self.entry(name)["schema"]), dict(inputs))
         if error is not None:
             raise InputsError(error.message, path=json_path(error), template=name)
 

@@ -62,7 +62,7 @@ class PromptSandbox(ImmutableSandboxedEnvironment):
             lstrip_blocks=True,
             keep_trailing_newline=True,
             auto_reload=False,
-            cache_size=0,
+            cache_size=1024,  # includes are looked up on every render: keep them loaded
         )
         self.max_output_chars = max_output_chars
         self.policies["json.dumps_function"] = tojson

@@ -1,0 +1,333 @@
+"""prefill-kv: compute the static prefixes' KV caches once and write them as verified segments."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from copilot_cli import __version__
+from copilot_cli.core.artifacts import canonical_json, sha256_text, write_if_changed
+from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
+from copilot_cli.core.models import LoadedModel
+from copilot_cli.core.tokens import prompt_ids
+from copilot_cli.kv.format import (
+    FORMAT_VERSION,
+    INDEX,
+    INDEX_FORMAT,
+    SEGMENTS_DIR,
+    block_hashes,
+    read_segment,
+    segment_hash,
+    write_segment,
+)
+from copilot_cli.kv.geometry import model_geometry
+from copilot_cli.kv.prefill import cache_length, extend, truncate
+from copilot_cli.kv.radix import RadixTree, Segment
+
+DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+@dataclass(frozen=True)
+class PrefixSource:
+    """A named prefix text; `add_special` says whether leading special tokens (BOS) are added."""
+
+    name: str
+    text: str
+    origin: str
+    add_special: bool = True
+
+
+@dataclass(frozen=True)
+class PrefillOptions:
+    """Settings of prefill-kv.
+
+    Attributes:
+        out: the KV folder to write.
+        block_size: tokens per hashed block (16, as vLLM).
+        chunk_size: tokens fed per forward pass (bounds activation memory).
+    """
+
+    out: Path
+    block_size: int = 16
+    chunk_size: int = 256
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise InputError("must be at least 1", where="--block-size")
+        if self.chunk_size < 1:
+            raise InputError("must be at least 1", where="--chunk-size")
+        if self.out.exists() and not self.out.is_dir():
+            raise InputError("output must be a folder", where=str(self.out))
+
+
+@dataclass
+class PrefixReport:
+    name: str
+    origin: str
+    tokens: int
+    segments: int
+    block_hashes: int
+
+
+@dataclass
+class PrefillResult:
+    out: Path
+    prefixes: list[PrefixReport]
+    skipped: list[str]
+    sum_prefix_tokens: int
+    distinct_tokens: int
+    computed_tokens: int
+    reused_tokens: int
+    bytes_on_disk: int
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **{k: v for k, v in self.__dict__.items() if k != "prefixes"},
+            "out": str(self.out),
+            "prefixes": [p.__dict__ for p in self.prefixes],
+        }
+
+
+def prefixes_from_bundle(bundle_path: Path, tokenizer_fingerprint: str) -> list[PrefixSource]:
+    """Static prefixes of every template in a compiled bundle."""
+    from copilot_cli.prompts import load_bundle
+
+    bundle = load_bundle(bundle_path)
+    made_with = bundle.tokenizer_fingerprint
+    if made_with and made_with != tokenizer_fingerprint:
+        raise FingerprintMismatch(
+            "tokenizer", expected=tokenizer_fingerprint, found=made_with, where=str(bundle_path)
+        )
+    return [
+        PrefixSource(
+            name=name,
+            text=bundle.static_prefix(name),
+            origin=f"template:{name}",
+            add_special=bundle.entry(name)["format"] == "text",
+        )
+        for name in bundle.templates()
+    ]
+
+
+def prefixes_from_files(paths: list[Path]) -> list[PrefixSource]:
+    """One prefix per text file, named after the file."""
+    sources = []
+    for path in paths:
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise InputError("file does not exist", where=str(path)) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 ({exc.reason})", where=str(path)) from exc
+        sources.append(PrefixSource(name=path.name, text=text, origin=f"text:{path}"))
+    return sources
+
+
+class _SegmentWriter:
+    """Computes or reuses each segment, writing new ones atomically as they are produced."""
+
+    def __init__(self, loaded: LoadedModel, options: PrefillOptions, dtype: str) -> None:
+        self.loaded = loaded
+        self.options = options
+        self.dtype = dtype
+        self.geometry = model_geometry(loaded.model)
+        self.hash_of: dict[int, str] = {}
+        self.files: dict[str, dict[str, Any]] = {}
+        self.computed = 0
+        self.reused = 0
+
+    def segment_id(self, segment: Segment) -> str:
+        parent = self.hash_of.get(id(segment.parent), "") if segment.parent else ""
+        value = segment_hash(parent, segment.token_ids, self.loaded.model_fingerprint, self.dtype)
+        self.hash_of[id(segment)] = value
+        return value
+
+    def run(self, tree: RadixTree, full_ids: dict[int, list[int]]) -> None:
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        for segment in tree.segments():
+            seg_id = self.segment_id(segment)
+            parent = self.hash_of.get(id(segment.parent), "") if segment.parent else ""
+            path = self.options.out / SEGMENTS_DIR / f"{seg_id}.safetensors"
+            if cache_length(cache) > segment.start:
+                truncate(cache, segment.start)
+            existing = self._reuse(path, seg_id)
+            if existing is not None:
+                _append(cache, existing.keys, existing.values)
+                self.reused += len(segment.token_ids)
+            else:
+                extend(self.loaded.model, cache, segment.token_ids, self.options.chunk_size)
+                self.computed += len(segment.token_ids)
+                ids_through = full_ids[id(segment)]
+                hashes = block_hashes(
+                    ids_through, self.options.block_size, self.loaded.model_fingerprint
+                )
+                first_block = (
+                    segment.start + self.options.block_size - 1
+                ) // self.options.block_size
+                write_segment(
+                    path,
+                    keys=[
+                        layer.keys[0, :, segment.start : segment.end].to("cpu")
+                        for layer in cache.layers
+                    ],
+                    values=[
+                        layer.values[0, :, segment.start : segment.end].to("cpu")
+                        for layer in cache.layers
+                    ],
+                    token_ids=segment.token_ids,
+                    start=segment.start,
+                    parent=parent,
+                    seg_hash=seg_id,
+                    geometry=self.geometry,
+                    model_fingerprint=self.loaded.model_fingerprint,
+                    tokenizer_fingerprint=self.loaded.tokenizer_fingerprint,
+                    dtype=self.dtype,
+                    block_size=self.options.block_size,
+                    hashes=hashes[first_block:],
+                )
+            self.files[seg_id] = {
+                "file": f"{SEGMENTS_DIR}/{seg_id}.safetensors",
+                "start": segment.start,
+                "length": len(segment.token_ids),
+                "parent": parent,
+                "bytes": path.stat().st_size,
+            }
+
+    def _reuse(self, path: Path, seg_id: str) -> Any:
+        if not path.is_file():
+            return None
+        try:
+            data = read_segment(
+                path, model_fingerprint=self.loaded.model_fingerprint, geometry=self.geometry
+            )
+        except ArtifactError:
+            return None  # damaged or foreign: recompute and overwrite
+        if data.metadata.get("segment_hash") != seg_id or data.metadata.get("dtype") != self.dtype:
+            return None
+        return data
+
+
+def _append(cache: Any, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+    device = None
+    for index, (k, v) in enumerate(zip(keys, values, strict=True)):
+        if index < len(cache.layers) and getattr(cache.layers[index], "keys", None) is not None:
+            device = cache.layers[index].keys.device
+        cache.update(k.unsqueeze(0).to(device or "cpu"), v.unsqueeze(0).to(device or "cpu"), index)
+
+
+def prefill_kv(
+    loaded: LoadedModel, sources: list[PrefixSource], options: PrefillOptions
+) -> PrefillResult:
+    """Tokenize, share, prefill and write every prefix; the index is written last.
+
+    Raises:
+        InputError: a prefix longer than the model's context or sliding window, or no prefix.
+    """
+    started = time.perf_counter()
+    model = loaded.model
+    dtype = DTYPE_NAMES.get(next(model.parameters()).dtype)
+    if dtype is None:
+        raise InputError(
+            f"unsupported model dtype {next(model.parameters()).dtype}", where="--dtype"
+        )
+    geometry = model_geometry(model)
+    tree, token_ids, skipped, warnings = RadixTree(), {}, [], []
+    for source in sources:
+        ids = prompt_ids(loaded.tokenizer, source.text, add_special=source.add_special)
+        if not source.text:
+            skipped.append(source.name)
+            warnings.append(f"{source.origin}: empty prefix skipped")
+            continue
+        if len(ids) >= geometry.context_length:
+            raise InputError(
+                f"prefix of {len(ids)} tokens does not fit the model's context of "
+                f"{geometry.context_length} (one position must stay for the "
+                "request)",
+                where=source.origin,
+            )
+        if geometry.sliding_window and len(ids) > geometry.sliding_window:
+            raise InputError(
+                f"prefix of {len(ids)} tokens is longer than the model's sliding "
+                f"window ({geometry.sliding_window}); caches beyond the window are "
+                "refused",
+                where=source.origin,
+            )
+        tree.insert(source.name, ids)
+        token_ids[source.name] = ids
+    if not token_ids:
+        raise InputError("no non-empty prefix to prefill")
+
+    full_ids: dict[int, list[int]] = {}
+    for segment in tree.segments():
+        full_ids[id(segment)] = [t for s in segment.chain() for t in s.token_ids]
+    writer = _SegmentWriter(loaded, options, dtype)
+    with torch.no_grad():
+        writer.run(tree, full_ids)
+
+    prefixes, reports = {}, []
+    by_name = {s.name: s for s in sources}
+    for name, ids in token_ids.items():
+        chain = tree.end_of(name).chain()
+        hashes = block_hashes(ids, options.block_size, loaded.model_fingerprint)
+        prefixes[name] = {
+            "origin": by_name[name].origin,
+            "text_sha256": sha256_text(by_name[name].text),
+            "add_special_tokens": by_name[name].add_special,
+            "tokens": len(ids),
+            "token_ids": ids,
+            "segments": [writer.hash_of[id(s)] for s in chain],
+            "block_hashes": hashes,
+        }
+        reports.append(
+            PrefixReport(
+                name=name,
+                origin=by_name[name].origin,
+                tokens=len(ids),
+                segments=len(chain),
+                block_hashes=len(hashes),
+            )
+        )
+    import transformers
+
+    index = {
+        "format": INDEX_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "copilot_opt_version": __version__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "model_fingerprint": loaded.model_fingerprint,
+        "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+        "dtype": dtype,
+        "block_size": options.block_size,
+        "geometry": {
+            **geometry.to_metadata(),
+            "context_length": geometry.context_length,
+            "sliding_window": geometry.sliding_window,
+        },
+        "prefixes": dict(sorted(prefixes.items())),
+        "segments": dict(sorted(writer.files.items())),
+    }
+    write_if_changed(options.out / INDEX, canonical_json(index).encode("utf-8"))
+    for stale in (options.out / SEGMENTS_DIR).glob("*.safetensors"):
+        if stale.stem not in writer.files:
+            stale.unlink()
+    return PrefillResult(
+        out=options.out,
+        prefixes=sorted(reports, key=lambda r: r.name),
+        skipped=skipped,
+        sum_prefix_tokens=sum(len(ids) for ids in token_ids.values()),
+        distinct_tokens=tree.total_tokens(),
+        computed_tokens=writer.computed,
+        reused_tokens=writer.reused,
+        bytes_on_disk=sum(f["bytes"] for f in writer.files.values()),
+        seconds=time.perf_counter() - started,
+        warnings=warnings,
+    )

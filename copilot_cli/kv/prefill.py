@@ -1,0 +1,64 @@
+"""Chunked prefill over a radix tree of prefixes: each distinct token is computed once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from copilot_cli.kv.radix import RadixTree, Segment
+
+SegmentSink = Callable[[Segment, list[torch.Tensor], list[torch.Tensor]], None]
+
+
+def truncate(cache: Any, length: int) -> None:
+    """Keep the first `length` positions of every layer of a DynamicCache."""
+    for layer in cache.layers:
+        if getattr(layer, "is_initialized", True) and layer.keys is not None:
+            layer.keys = layer.keys[:, :, :length]
+            layer.values = layer.values[:, :, :length]
+
+
+def cache_length(cache: Any) -> int:
+    layers = [layer for layer in cache.layers if getattr(layer, "is_initialized", True)]
+    return int(layers[0].keys.shape[2]) if layers and layers[0].keys is not None else 0
+
+
+@torch.no_grad()
+def extend(model: Any, cache: Any, token_ids: list[int], chunk_size: int) -> None:
+    """Feed `token_ids` through `model` in chunks, appending their keys/values to `cache`.
+
+    Chunking bounds activation memory (a 32k-token prefix needs one chunk's activations at a
+    time); only the last position's logits are computed.
+    """
+    device = next(model.parameters()).device
+    for offset in range(0, len(token_ids), chunk_size):
+        chunk = torch.tensor([token_ids[offset : offset + chunk_size]], device=device)
+        model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1)
+
+
+def prefill_tree(
+    model: Any,
+    tree: RadixTree,
+    chunk_size: int,
+    sink: SegmentSink,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
+    """Prefill every segment of `tree` once, parents first, and hand each one's KV to `sink`.
+
+    One cache walks the tree depth-first: before a segment it is truncated to the segment's
+    start, which leaves exactly its ancestors' positions.
+    """
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for segment in tree.segments():
+        if cache_length(cache) > segment.start:
+            truncate(cache, segment.start)
+        extend(model, cache, segment.token_ids, chunk_size)
+        keys = [layer.keys[0, :, segment.start : segment.end].clone() for layer in cache.layers]
+        values = [layer.values[0, :, segment.start : segment.end].clone() for layer in cache.layers]
+        sink(segment, keys, values)
+        if on_progress is not None:
+            on_progress(len(segment.token_ids))

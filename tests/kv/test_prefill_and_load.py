@@ -1,0 +1,254 @@
+"""Prefill, store, load and continue: cached logits equal a full recompute on 3 architectures."""
+
+import hashlib
+import json
+import shutil
+
+import pytest
+import torch
+
+from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
+from copilot_cli.core.models import ModelSpec, load_model
+from copilot_cli.core.tokens import continuation_ids, prompt_ids
+from copilot_cli.kv import (
+    KVCacheDir,
+    PrefillOptions,
+    PrefixSource,
+    PrefixStore,
+    load_prefix,
+    prefill_kv,
+)
+from copilot_cli.kv.format import read_segment
+
+SHARED = "You are a careful assistant. Follow the rules below exactly.\n" * 6
+SOURCES = [
+    PrefixSource("alpha", SHARED + "Task: write tests for the function.\n", "test"),
+    PrefixSource("beta", SHARED + "Task: write a docstring.\n", "test"),
+    PrefixSource("gamma", SHARED, "test"),
+]
+PROBE = "def add(a, b):\n    return a + b\n"
+
+
+def _build(path, tmp_path, sources=SOURCES, **options):
+    loaded = load_model(ModelSpec(str(path)))
+    result = prefill_kv(
+        loaded, sources, PrefillOptions(out=tmp_path / "kv", chunk_size=16, **options)
+    )
+    return loaded, result
+
+
+@pytest.mark.parametrize("arch", ["llama-gqa", "gpt2", "qwen2"])
+def test_cached_prefix_continues_exactly(arch, arch_dirs, tmp_path):
+    loaded, result = _build(arch_dirs[arch], tmp_path)
+    model, tok = loaded.model, loaded.tokenizer
+    probe = continuation_ids(tok, PROBE)
+    for source in SOURCES:
+        ids = prompt_ids(tok, source.text)
+        cache = load_prefix(tmp_path / "kv", model, source.name, tokenizer=tok)
+        with torch.no_grad():
+            cached = model(torch.tensor([probe]), cache=cache).logits[0]
+            full = model(torch.tensor([ids + probe])).logits[0, len(ids) :]
+        assert (cached - full).abs().max().item() < 1e-4
+    # shared leading tokens are computed and stored once
+    assert result.distinct_tokens < result.sum_prefix_tokens
+    assert result.computed_tokens == result.distinct_tokens
+
+
+def test_stored_shapes_follow_the_model(arch_dirs, tmp_path):
+    _build(arch_dirs["qwen2"], tmp_path)
+    kv = KVCacheDir(tmp_path / "kv")
+    segment = read_segment(kv.segment_path(kv.prefix("alpha").segments[0]))
+    assert segment.keys[0].shape[0] == 1  # one kv head (grouped-query)
+    assert segment.keys[0].shape[2] == 16  # head_dim 64 / 4 heads
+    assert json.loads(segment.metadata["kv_heads"]) == [1, 1]
+    assert json.loads(segment.metadata["rope"])["rope_theta"] > 0
+
+
+def test_disk_grows_with_distinct_tokens(tiny_llama_dir, tmp_path):
+    sources = [
+        PrefixSource(f"t{i}", SHARED + f"Template number {i} does its own thing.\n", "t")
+        for i in range(6)
+    ]
+    _, shared = _build(tiny_llama_dir, tmp_path, sources=sources)
+    separate = 0
+    for i, source in enumerate(sources):
+        _, alone = _build(tiny_llama_dir, tmp_path / f"s{i}", sources=[source])
+        separate += alone.bytes_on_disk
+    assert shared.bytes_on_disk < 0.4 * separate
+
+
+def test_each_load_returns_an_independent_cache(shipped, tmp_path):
+    prefill_kv(shipped, SOURCES, PrefillOptions(out=tmp_path / "kv"))
+    model, tok = shipped.model, shipped.tokenizer
+    ids = prompt_ids(tok, SOURCES[0].text)
+    first = load_prefix(tmp_path / "kv", model, "alpha")
+    model.generate(
+        torch.tensor([ids + continuation_ids(tok, PROBE)]),
+        cache=first,
+        max_new_tokens=5,
+        do_sample=False,
+        pad_token_id=tok.pad_token_id,
+    )
+    second = load_prefix(tmp_path / "kv", model, "alpha")
+    assert second.get_seq_length() == len(ids)
+    assert first.get_seq_length() > len(ids)
+
+
+def test_prefix_store_shares_counts_and_evicts(shipped, tmp_path):
+    prefill_kv(shipped, SOURCES, PrefillOptions(out=tmp_path / "kv"))
+    store = PrefixStore(tmp_path / "kv", shipped.model)
+    a1 = store.acquire("alpha")
+    a2 = store.acquire("alpha")
+    assert (store.misses, store.hits) == (1, 1)
+    assert a1.layers[0].keys.data_ptr() == a2.layers[0].keys.data_ptr()  # one copy, shared
+    tok = shipped.tokenizer
+    ids = prompt_ids(tok, SOURCES[0].text)
+    shipped.model.generate(
+        torch.tensor([ids + continuation_ids(tok, PROBE)]),
+        cache=a1,
+        max_new_tokens=4,
+        do_sample=False,
+        pad_token_id=tok.pad_token_id,
+    )
+    assert a2.get_seq_length() == len(ids)  # the other request did not see those tokens
+    one_prefix = store.bytes_held
+    store.max_bytes = one_prefix  # room for exactly one prefix
+    store.acquire("beta")
+    assert store.evictions == 0  # alpha is still in use: not evicted
+    for _ in range(2):
+        store.release("alpha")
+    store.release("beta")
+    assert store.bytes_held <= one_prefix and store.evictions >= 1
+
+
+def test_generate_with_prefix_is_token_identical(shipped, tmp_path):
+    from pathlib import Path
+
+    from copilot_cli.kv import generate_with_prefix
+    from copilot_cli.kv.builder import prefixes_from_bundle
+    from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
+
+    repo = Path(__file__).resolve().parents[2]
+    compile_templates(CompileOptions(repo / "templates", tmp_path / "b"), shipped.tokenizer)
+    bundle = load_bundle(tmp_path / "b")
+    sources = prefixes_from_bundle(tmp_path / "b", shipped.tokenizer_fingerprint)
+    prefill_kv(shipped, sources, PrefillOptions(out=tmp_path / "kv"))
+    model, tok = shipped.model, shipped.tokenizer
+    cases = [
+        ("code-completion", {"language": "python", "code_before": "def mean(xs):\n"}),
+        ("review-comment", {"diff": "+x = eval(input())\n"}),
+    ]
+    store = PrefixStore(tmp_path / "kv", model)
+    for name, inputs in cases:
+        text = bundle.render(name, **inputs)
+        add_special = bundle.entry(name)["format"] == "text"
+        ids = torch.tensor([prompt_ids(tok, text, add_special=add_special)])
+        kwargs = {"max_new_tokens": 12, "do_sample": False, "pad_token_id": tok.pad_token_id}
+        plain = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+        for kv in (tmp_path / "kv", store):
+            cached = generate_with_prefix(model, tok, bundle, kv, name, inputs, **kwargs)
+            assert cached.tolist() == plain.tolist()
+
+
+def test_fingerprint_mismatch_names_both(tiny_llama_dir, gpt2_dir, tmp_path):
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    other = load_model(ModelSpec(str(gpt2_dir)))
+    with pytest.raises(FingerprintMismatch) as info:
+        load_prefix(tmp_path / "kv", other.model, "alpha")
+    assert loaded.model_fingerprint[:16] in str(info.value)
+    assert other.model_fingerprint[:16] in str(info.value)
+
+
+def test_tokenizer_mismatch_is_refused(tiny_llama_dir, tmp_path):
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    segment = next((tmp_path / "kv" / "segments").glob("*.safetensors"))
+    data = read_segment(segment)
+    assert data.metadata["tokenizer_fingerprint"] == loaded.tokenizer_fingerprint
+    from transformers import AutoTokenizer
+
+    other_dir = shutil.copytree(tiny_llama_dir, tmp_path / "other-tok")
+    other = AutoTokenizer.from_pretrained(other_dir)
+    other.add_special_tokens({"additional_special_tokens": ["<|extra|>"]})
+    other.save_pretrained(other_dir)
+    with pytest.raises(FingerprintMismatch, match="tokenizer"):
+        load_prefix(
+            tmp_path / "kv",
+            loaded.model,
+            "alpha",
+            tokenizer=AutoTokenizer.from_pretrained(other_dir),
+        )
+
+
+@pytest.mark.parametrize("damage", ["truncate", "bitflip"])
+def test_damaged_files_are_refused(tiny_llama_dir, tmp_path, damage):
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    kv = KVCacheDir(tmp_path / "kv")
+    path = kv.segment_path(kv.prefix("alpha").segments[-1])
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        path.write_bytes(bytes(data[:-100]))
+        match = "truncated"
+    else:
+        data[-50] ^= 0x10
+        path.write_bytes(bytes(data))
+        match = "checksum"
+    with pytest.raises(ArtifactError, match=match):
+        load_prefix(tmp_path / "kv", loaded.model, "alpha")
+
+
+def test_unknown_format_version(tiny_llama_dir, tmp_path):
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    index_path = tmp_path / "kv" / "index.json"
+    index = json.loads(index_path.read_text())
+    index["format_version"] = 7
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(ArtifactError, match="format_version 7"):
+        load_prefix(tmp_path / "kv", loaded.model, "alpha")
+
+
+def test_prefix_longer_than_context_is_refused(tiny_llama_dir, tmp_path):
+    long = PrefixSource("long", "word " * 600, "test")
+    with pytest.raises(InputError, match="does not fit the model's context of 512"):
+        _build(tiny_llama_dir, tmp_path, sources=[long])
+
+
+def test_sliding_window_prefix_is_refused(mistral_sliding_dir, tmp_path):
+    long = PrefixSource("long", "word " * 40, "test")
+    with pytest.raises(InputError, match="sliding window"):
+        _build(mistral_sliding_dir, tmp_path, sources=[long])
+    short = PrefixSource("short", "word " * 10, "test")
+    loaded, _ = _build(mistral_sliding_dir, tmp_path, sources=[short])
+    cache = load_prefix(tmp_path / "kv", loaded.model, "short")
+    ids = prompt_ids(loaded.tokenizer, short.text)
+    probe = continuation_ids(loaded.tokenizer, "x = 1\n")
+    with torch.no_grad():
+        cached = loaded.model(torch.tensor([probe]), cache=cache).logits[0]
+        full = loaded.model(torch.tensor([ids + probe])).logits[0, len(ids) :]
+    assert (cached - full).abs().max().item() < 1e-4
+
+
+def test_empty_prefix_is_skipped_with_a_warning(tiny_llama_dir, tmp_path):
+    _, result = _build(
+        tiny_llama_dir, tmp_path, sources=[PrefixSource("empty", "", "e"), SOURCES[0]]
+    )
+    assert result.skipped == ["empty"]
+    assert any("empty" in w for w in result.warnings)
+
+
+def test_rebuild_is_byte_identical_and_reuses_segments(tiny_llama_dir, tmp_path):
+    _build(tiny_llama_dir, tmp_path)
+    digest = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (tmp_path / "kv").rglob("*")
+        if p.is_file()
+    }
+    shutil.move(tmp_path / "kv", tmp_path / "first")
+    _, again = _build(tiny_llama_dir, tmp_path)
+    assert again.computed_tokens > 0
+    assert digest == {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (tmp_path / "kv").rglob("*")
+        if p.is_file()
+    }
+    _, third = _build(tiny_llama_dir, tmp_path)
+    assert third.computed_tokens == 0 and third.reused_tokens == third.distinct_tokens
