@@ -37,8 +37,12 @@ def _body(path: Path) -> str:
 
 
 def _plain_env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 def per_render(out: Path) -> None:
@@ -70,11 +74,23 @@ def per_render(out: Path) -> None:
     t_novalid = median_seconds(ours_no_validation, repeat=5) / n
     t_cached = median_seconds(cached_peer, repeat=5) / n
     t_naive = median_seconds(naive_peer, repeat=3) / (n // 20)
-    emit("render, bundle+validation vs cached jinja2 Template", t_ours * 1e6, t_cached * 1e6, "us",
-         goal="ratio >= 1/1.2 (0.833)", passed=t_cached / t_ours >= 1 / 1.2,
-         note=f"validation costs {(t_ours - t_novalid) * 1e6:.1f} us of {t_ours * 1e6:.1f} us")
-    emit("render, bundle+validation vs from_string per call", t_ours * 1e6, t_naive * 1e6, "us",
-         goal="ratio >= 50", passed=t_naive / t_ours >= 50)
+    emit(
+        "render, bundle+validation vs cached jinja2 Template",
+        t_ours * 1e6,
+        t_cached * 1e6,
+        "us",
+        goal="ratio >= 1/1.2 (0.833)",
+        passed=t_cached / t_ours >= 1 / 1.2,
+        note=f"validation costs {(t_ours - t_novalid) * 1e6:.1f} us of {t_ours * 1e6:.1f} us",
+    )
+    emit(
+        "render, bundle+validation vs from_string per call",
+        t_ours * 1e6,
+        t_naive * 1e6,
+        "us",
+        goal="ratio >= 50",
+        passed=t_naive / t_ours >= 50,
+    )
 
 
 def cold_load() -> None:
@@ -104,15 +120,25 @@ def cold_load() -> None:
                 bundle._runtime.template(entry["unit"], entry["content_hash"])
 
         def peer() -> None:
-            env = jinja2.Environment(loader=jinja2.FileSystemLoader(src), trim_blocks=True,
-                                     lstrip_blocks=True, keep_trailing_newline=True)
+            env = jinja2.Environment(
+                loader=jinja2.FileSystemLoader(src),
+                trim_blocks=True,
+                lstrip_blocks=True,
+                keep_trailing_newline=True,
+            )
             for filename, _ in names:
                 env.from_string(_body(src / filename))
 
         t_ours = median_seconds(ours, repeat=5)
         t_peer = median_seconds(peer, repeat=5)
-    emit("cold load of 50 templates, bundle vs compiling sources", t_ours * 1e3, t_peer * 1e3,
-         "ms", goal="ratio >= 5", passed=t_peer / t_ours >= 5)
+    emit(
+        "cold load of 50 templates, bundle vs compiling sources",
+        t_ours * 1e3,
+        t_peer * 1e3,
+        "ms",
+        goal="ratio >= 5",
+        passed=t_peer / t_ours >= 5,
+    )
 
 
 def main() -> None:
