@@ -33,12 +33,13 @@ DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat1
 
 @dataclass(frozen=True)
 class PrefixSource:
-    """A named prefix text; `add_special` says whether leading special tokens (BOS) are added."""
+    """A named prefix: text (tokenized with leading specials when `add_special`) or token ids."""
 
     name: str
     text: str
     origin: str
     add_special: bool = True
+    token_ids: tuple[int, ...] | None = None  # given ids win over tokenizing `text`
 
 
 @dataclass(frozen=True)
@@ -241,8 +242,11 @@ def prefill_kv(
     geometry = model_geometry(model)
     tree, token_ids, skipped, warnings = RadixTree(), {}, [], []
     for source in sources:
-        ids = prompt_ids(loaded.tokenizer, source.text, add_special=source.add_special)
-        if not source.text:
+        if source.token_ids is not None:
+            ids = list(source.token_ids)
+        else:
+            ids = prompt_ids(loaded.tokenizer, source.text, add_special=source.add_special)
+        if not ids:
             skipped.append(source.name)
             warnings.append(f"{source.origin}: empty prefix skipped")
             continue
