@@ -1,4 +1,4 @@
-"""Measure cached-vs-recomputed logit differences per dtype (the --verify tolerances in kv/verify.py)."""
+"""Measure cached-vs-recomputed logit differences per dtype (kv/verify.py tolerances)."""
 
 import tempfile
 from pathlib import Path
