@@ -79,16 +79,40 @@ def ttft(loaded: LoadedModel, tmp: Path) -> None:
     )
 
     segment = KVCacheDir(kv_dir).segment_path(KVCacheDir(kv_dir).prefix("p").segments[0])
+    mib = segment.stat().st_size / 2**20
+
+    def touch(tensors) -> None:
+        for tensor in tensors:
+            tensor.sum()
+
+    def ours_and_read() -> None:
+        cache = load_prefix(kv_dir, model, "p")
+        touch([layer.keys for layer in cache.layers] + [layer.values for layer in cache.layers])
+
+    def bare_and_read() -> None:
+        touch(load_file(segment).values())
+
     t_load = median_seconds(lambda: load_prefix(kv_dir, model, "p"), repeat=9)
     t_bare = median_seconds(lambda: load_file(segment), repeat=9)
     emit(
-        "load_prefix (verified) vs bare safetensors load_file, same bytes",
+        "load_prefix (checks + checksum) vs bare load_file (lazy mmap), same bytes",
         t_load * 1e3,
         t_bare * 1e3,
         "ms",
         goal="ratio >= 1/1.2 (0.833)",
         passed=t_bare / t_load >= 1 / 1.2,
-        note=f"{segment.stat().st_size / 2**20:.1f} MiB of KV",
+        note=f"{mib:.1f} MiB of KV; load_file maps the file and reads nothing, while "
+        "load_prefix must read every byte once to verify its checksum",
+    )
+    t_load = median_seconds(ours_and_read, repeat=9)
+    t_bare = median_seconds(bare_and_read, repeat=9)
+    emit(
+        "load_prefix vs load_file, each followed by one read of all KV bytes",
+        t_load * 1e3,
+        t_bare * 1e3,
+        "ms",
+        goal="ratio >= 1/1.2 (0.833)",
+        passed=t_bare / t_load >= 1 / 1.2,
     )
 
 

@@ -6,6 +6,7 @@ are byte-identical. This checks that determinism and atomicity cost no speed.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -27,11 +28,16 @@ def main() -> None:
         ours = median_seconds(
             lambda: save_safetensors(Path(tmp) / "a.safetensors", tensors, metadata), repeat=3
         )
-        peer = median_seconds(
-            lambda: save_file(tensors, Path(tmp) / "b.safetensors", metadata), repeat=3
-        )
+
+        def peer_durable() -> None:
+            path = Path(tmp) / "b.safetensors"
+            save_file(tensors, path, metadata)
+            with path.open("rb+") as handle:
+                os.fsync(handle.fileno())
+
+        peer = median_seconds(peer_durable, repeat=3)
     emit(
-        "write 256MB safetensors (deterministic+atomic vs save_file)",
+        "write 256MB safetensors: deterministic+atomic vs save_file+fsync",
         ours,
         peer,
         "s",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,11 +229,10 @@ def read_segment(
         tokenizer_fingerprint=tokenizer_fingerprint,
         geometry=geometry,
     )
-    size = path.stat().st_size
-    buffer = bytearray(size)
+    # A private copy-on-write mapping: no copy is made up front, the checksum reads each page
+    # once, and a caller writing into a tensor changes its own pages, never the file.
     with path.open("rb") as handle:
-        if handle.readinto(buffer) != size:
-            raise ArtifactError("file changed while reading", where=where)
+        buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
     header_len = struct.unpack_from("<Q", buffer)[0]
     data = memoryview(buffer)[8 + header_len :]
     if xxhash.xxh3_128_hexdigest(data) != metadata.get("tensor_checksum"):
@@ -252,7 +252,7 @@ def read_segment(
     return SegmentData(path=path, metadata=metadata, token_ids=token_ids, keys=keys, values=values)
 
 
-def _view(buffer: bytearray, base: int, entry: dict[str, Any], where: str) -> torch.Tensor:
+def _view(buffer: mmap.mmap, base: int, entry: dict[str, Any], where: str) -> torch.Tensor:
     dtype = _ST_DTYPES.get(entry["dtype"])
     if dtype is None:
         raise ArtifactError(f"unsupported tensor dtype {entry['dtype']}", where=where)

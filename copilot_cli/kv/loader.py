@@ -123,7 +123,14 @@ def build_cache(model: Any, keys: list[torch.Tensor], values: list[torch.Tensor]
     from transformers.cache_utils import DynamicLayer
 
     device = next(model.parameters()).device
-    cache = DynamicCache(config=model.config)
+    # Only sliding-window models need the config-aware layer types (and they are slower to set up).
+    cache = (
+        DynamicCache(config=model.config)
+        if model_geometry(model).sliding_window
+        else DynamicCache()
+    )
+    if not cache.layers:
+        cache.layers.extend(DynamicLayer() for _ in keys)
     for index, (k, v) in enumerate(zip(keys, values, strict=True)):
         k = k.unsqueeze(0).to(device)
         v = v.unsqueeze(0).to(device)
