@@ -41,6 +41,7 @@ demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,bench]"
 	$(BIN)/python benchmarks/run_all.py
 
 model: $(STAMP)

@@ -10,6 +10,7 @@ from copilot_cli import __version__
 from copilot_cli.cli.common import option, set_debug
 from copilot_cli.cli.kv import inspect_command, prefill_kv_command
 from copilot_cli.cli.model_info import model_info
+from copilot_cli.cli.quant import quantize_command
 from copilot_cli.cli.templates import compile_templates_command, render_command
 from copilot_cli.core import progress
 
@@ -48,6 +49,7 @@ app.command("compile-templates")(compile_templates_command)
 app.command("render")(render_command)
 app.command("prefill-kv")(prefill_kv_command)
 app.command("inspect")(inspect_command)
+app.command("quantize")(quantize_command)
 
 
 def main() -> None:

@@ -1,0 +1,17 @@
+"""Embedding quantization: INT8 per-row / INT4 group-wise, most frequent rows kept in FP16."""
+
+from copilot_cli.quant.apply import apply_quantized_embeddings
+from copilot_cli.quant.module import QuantizedEmbedding, QuantizedLMHead
+from copilot_cli.quant.quantizer import QuantizeOptions, QuantizeResult, quantize_embeddings
+from copilot_cli.quant.scheme import dequantize_rows, quantize
+
+__all__ = [
+    "QuantizeOptions",
+    "QuantizeResult",
+    "QuantizedEmbedding",
+    "QuantizedLMHead",
+    "apply_quantized_embeddings",
+    "dequantize_rows",
+    "quantize",
+    "quantize_embeddings",
+]

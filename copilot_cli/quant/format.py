@@ -1,0 +1,117 @@
+"""OUT/embeddings.safetensors: the quantized table(s), their scales and the FP16 rows kept.
+
+Tensors (prefix `embed.`, and `lm_head.` when an untied output projection is quantized too):
+    {p}.q          int8 [vocab, hidden] (8-bit) or uint8 [vocab, hidden / 2] (4-bit, packed)
+    {p}.scales     float16 [vocab] (8-bit) or [vocab, hidden / group_size] (4-bit)
+    {p}.kept_ids   int64 [kept] sorted token ids served from FP16
+    {p}.kept_rows  float16 [kept, hidden] those rows, cast from the original
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import xxhash
+from safetensors import safe_open
+
+from copilot_cli import __version__
+from copilot_cli.core.artifacts import save_safetensors
+from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
+from copilot_cli.core.safetensors_io import read_header, tensor_bytes
+from copilot_cli.quant.scheme import QuantizedTable
+
+FORMAT = "copilot-opt.quantized-embeddings"
+FORMAT_VERSION = 1
+FILENAME = "embeddings.safetensors"
+
+
+@dataclass
+class StoredTable:
+    table: QuantizedTable
+    kept_ids: torch.Tensor
+    kept_rows: torch.Tensor
+
+
+def _checksum(tensors: dict[str, torch.Tensor]) -> str:
+    digest = xxhash.xxh3_128()
+    for name in sorted(tensors):
+        digest.update(tensor_bytes(tensors[name]))
+    return digest.hexdigest()
+
+
+def write(path: Path, tables: dict[str, StoredTable], metadata: dict[str, Any]) -> None:
+    tensors: dict[str, torch.Tensor] = {}
+    for prefix, stored in tables.items():
+        tensors[f"{prefix}.q"] = stored.table.q
+        tensors[f"{prefix}.scales"] = stored.table.scales
+        tensors[f"{prefix}.kept_ids"] = stored.kept_ids.to(torch.int64)
+        tensors[f"{prefix}.kept_rows"] = stored.kept_rows.to(torch.float16)
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "copilot_opt_version": __version__,
+        "torch_version": torch.__version__,
+        "tensor_checksum": _checksum(tensors),
+        **metadata,
+    }
+    save_safetensors(path, tensors, meta)
+
+
+def read(
+    path: Path, *, model_fingerprint: str | None = None, tokenizer_fingerprint: str | None = None
+) -> tuple[dict[str, StoredTable], dict[str, str]]:
+    """Read and check a quantized-embeddings file (format, version, fingerprints, checksum)."""
+    where = str(path)
+    if not path.is_file():
+        raise ArtifactError("no quantized embeddings here", where=where)
+    _, metadata = read_header(path)
+    if metadata.get("format") != FORMAT:
+        raise ArtifactError(
+            f"format is {metadata.get('format')!r}, expected {FORMAT!r}", where=where
+        )
+    if metadata.get("format_version") != str(FORMAT_VERSION):
+        raise ArtifactError(
+            f"format_version {metadata.get('format_version')!r} is not "
+            f"supported (this copilot-opt reads {FORMAT_VERSION})",
+            where=where,
+        )
+    if model_fingerprint and metadata.get("model_fingerprint") != model_fingerprint:
+        raise FingerprintMismatch(
+            "model",
+            expected=model_fingerprint,
+            found=metadata.get("model_fingerprint", "?"),
+            where=where,
+        )
+    if tokenizer_fingerprint and metadata.get("tokenizer_fingerprint") != tokenizer_fingerprint:
+        raise FingerprintMismatch(
+            "tokenizer",
+            expected=tokenizer_fingerprint,
+            found=metadata.get("tokenizer_fingerprint", "?"),
+            where=where,
+        )
+    tensors: dict[str, torch.Tensor] = {}
+    with safe_open(str(path), framework="pt") as handle:
+        for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
+            tensors[name] = handle.get_tensor(name)
+    if _checksum(tensors) != metadata.get("tensor_checksum"):
+        raise ArtifactError("tensor checksum mismatch: the file is corrupt", where=where)
+    bits = int(metadata["bits"])
+    group = None if metadata.get("group_size") in (None, "null") else int(metadata["group_size"])
+    cols = int(metadata["hidden_size"])
+    tables = {}
+    for prefix in ("embed", "lm_head"):
+        if f"{prefix}.q" in tensors:
+            table = QuantizedTable(
+                bits=bits,
+                group_size=group,
+                q=tensors[f"{prefix}.q"],
+                scales=tensors[f"{prefix}.scales"],
+                cols=cols,
+            )
+            tables[prefix] = StoredTable(
+                table, tensors[f"{prefix}.kept_ids"], tensors[f"{prefix}.kept_rows"]
+            )
+    return tables, metadata

@@ -1,0 +1,112 @@
+"""Error and memory report of a quantized table, and logit fidelity on sample prompts."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from copilot_cli.core.errors import InputError
+from copilot_cli.core.metrics import Accumulator, compare_logits
+from copilot_cli.quant.module import QuantizedEmbedding
+
+SQNR_CAP_DB = 200.0  # an exact row has infinite SQNR; report it as this
+
+
+def row_errors(
+    original: torch.Tensor, module: QuantizedEmbedding, block_rows: int = 4096
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row SQNR (dB) and cosine similarity of the served rows vs the original float rows."""
+    sqnr, cosine = [], []
+    for start in range(0, original.shape[0], block_rows):
+        ids = torch.arange(start, min(start + block_rows, original.shape[0]))
+        x = original[ids].double()
+        x_hat = module.lookup(ids).double()
+        signal = x.pow(2).sum(1)
+        noise = (x - x_hat).pow(2).sum(1)
+        ratio = torch.where(
+            noise > 0, signal / noise.clamp_min(1e-300), torch.full_like(signal, math.inf)
+        )
+        db = (10 * torch.log10(ratio)).clamp(max=SQNR_CAP_DB)
+        db = torch.where(signal == 0, torch.full_like(db, SQNR_CAP_DB), db)
+        norms = x.norm(dim=1) * x_hat.norm(dim=1)
+        cos = torch.where(
+            norms > 0,
+            (x * x_hat).sum(1) / norms.clamp_min(1e-300),
+            torch.where(signal == 0, torch.ones_like(norms), torch.zeros_like(norms)),
+        )
+        sqnr.append(db)
+        cosine.append(cos)
+    return torch.cat(sqnr), torch.cat(cosine)
+
+
+def load_prompts(path: Path) -> list[dict[str, Any]]:
+    """Prompts from a JSONL file: one object per line with a non-empty "prompt" string."""
+    if not path.is_file():
+        raise InputError("prompts file does not exist", where=str(path))
+    prompts = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"not valid JSON ({exc.msg})", where=f"{path}:{number}") from exc
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("prompt"), str)
+            or not item["prompt"]
+        ):
+            raise InputError(
+                'each line must be an object with a non-empty "prompt" string',
+                where=f"{path}:{number}",
+            )
+        item.setdefault("id", f"line-{number}")
+        prompts.append(item)
+    if not prompts:
+        raise InputError("no prompts", where=str(path))
+    return prompts
+
+
+@torch.no_grad()
+def logit_fidelity(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[dict[str, Any]],
+    module: QuantizedEmbedding,
+    head: Any,
+    max_tokens: int = 512,
+) -> dict[str, Any]:
+    """Mean KL(base ‖ quantized) and same-top-1 over every position of every prompt."""
+    from copilot_cli.core.tokens import prompt_ids
+
+    device = next(model.parameters()).device
+    original_in = model.get_input_embeddings()
+    original_out = model.get_output_embeddings()
+    acc = Accumulator()
+    for item in prompts:
+        ids = torch.tensor([prompt_ids(tokenizer, item["prompt"])[:max_tokens]], device=device)
+        base = model(ids).logits[0]
+        try:
+            model.set_input_embeddings(module.to(device))
+            if head is not None:
+                model.set_output_embeddings(head.to(device))
+            variant = model(ids).logits[0]
+        finally:
+            model.set_input_embeddings(original_in)
+            if head is not None:
+                model.set_output_embeddings(original_out)
+        acc.add(compare_logits(base[:-1].cpu(), variant[:-1].cpu(), ids[0, 1:].cpu()))
+    summary = acc.summary()
+    return {
+        "prompts": len(prompts),
+        "positions": summary.positions,
+        "mean_kl": summary.kl_mean,
+        "kl_se": summary.kl_se,
+        "max_kl": summary.kl_max,
+        "same_top1": summary.same_top1,
+        "ppl_ratio": summary.ppl_ratio,
+    }
