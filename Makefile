@@ -41,7 +41,9 @@ demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[dev,bench]"
+	# peers the benchmarks compare against live outside the venv (transformers imports
+	# torchao whenever it is importable, which would change every command's behaviour)
+	test -d .bench-peers/torchao || $(BIN)/python -m pip install -q --no-deps --target .bench-peers torchao
 	$(BIN)/python benchmarks/run_all.py
 
 model: $(STAMP)

@@ -12,10 +12,11 @@ import torch
 from copilot_cli.core.artifacts import canonical_json, write_bytes
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.models import SHIPPED_MODEL, LoadedModel
+from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import format as qformat
 from copilot_cli.quant.apply import quantized_modules
 from copilot_cli.quant.frequency import count_tokens, select_kept
-from copilot_cli.quant.report import load_prompts, logit_fidelity, row_errors
+from copilot_cli.quant.report import logit_fidelity, row_errors
 from copilot_cli.quant.scheme import check_bits, check_finite, quantize
 
 REPO_ROOT = SHIPPED_MODEL.parents[2]

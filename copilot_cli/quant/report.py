@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from copilot_cli.core.errors import InputError
 from copilot_cli.core.metrics import Accumulator, compare_logits
 from copilot_cli.quant.module import QuantizedEmbedding
 
@@ -41,34 +38,6 @@ def row_errors(
         sqnr.append(db)
         cosine.append(cos)
     return torch.cat(sqnr), torch.cat(cosine)
-
-
-def load_prompts(path: Path) -> list[dict[str, Any]]:
-    """Prompts from a JSONL file: one object per line with a non-empty "prompt" string."""
-    if not path.is_file():
-        raise InputError("prompts file does not exist", where=str(path))
-    prompts = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"not valid JSON ({exc.msg})", where=f"{path}:{number}") from exc
-        if (
-            not isinstance(item, dict)
-            or not isinstance(item.get("prompt"), str)
-            or not item["prompt"]
-        ):
-            raise InputError(
-                'each line must be an object with a non-empty "prompt" string',
-                where=f"{path}:{number}",
-            )
-        item.setdefault("id", f"line-{number}")
-        prompts.append(item)
-    if not prompts:
-        raise InputError("no prompts", where=str(path))
-    return prompts
 
 
 @torch.no_grad()

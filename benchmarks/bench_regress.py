@@ -1,0 +1,66 @@
+"""regress: 30+ sample prompts x 3 variants on the shipped model, wall time and metric cost.
+
+The gate must be cheap enough to run on every CI push: under a minute on 2 cores, with the
+metric computation a small fraction (<= 10%) of the model forward time.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit
+
+from copilot_cli.core.models import ModelSpec, load_model
+from copilot_cli.kv import PrefillOptions, prefill_kv
+from copilot_cli.kv.builder import prefixes_from_bundle
+from copilot_cli.prompts import CompileOptions, compile_templates
+from copilot_cli.quant import QuantizeOptions, quantize_embeddings
+from copilot_cli.quant.quantizer import DEFAULT_PROMPTS, REPO_ROOT
+from copilot_cli.regress import RegressOptions, parse_variant, run_regress
+
+
+def main() -> None:
+    loaded = load_model(ModelSpec())
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        quantize_embeddings(loaded, QuantizeOptions(out=root / "q8", prompts=None))
+        compile_templates(CompileOptions(REPO_ROOT / "templates", root / "b"), loaded.tokenizer)
+        prefill_kv(
+            loaded,
+            prefixes_from_bundle(root / "b", loaded.tokenizer_fingerprint),
+            PrefillOptions(out=root / "kv"),
+        )
+        variants = tuple(
+            parse_variant(v)
+            for v in (f"q8=quant={root / 'q8'}", f"cached=kv={root / 'kv'}", "i8=kv-dtype=int8")
+        )
+        started = time.perf_counter()
+        result = run_regress(loaded, RegressOptions(prompts=DEFAULT_PROMPTS, variants=variants))
+        wall = time.perf_counter() - started
+    prompts = result.provenance["prompt_count"]
+    emit(
+        f"regress {prompts} prompts x 3 variants (quant, kv, kv-dtype) wall time vs 60 s budget",
+        wall,
+        60.0,
+        "s",
+        goal="ours <= 60 s",
+        passed=wall <= 60,
+        note=f"all variants pass: {result.passed}",
+    )
+    timing = result.timing
+    emit(
+        "regress metric computation vs model forward time",
+        timing["metric_seconds"],
+        timing["forward_seconds"],
+        "s",
+        goal="ours/peer <= 0.10 (ratio >= 10)",
+        passed=timing["metric_share"] <= 0.10,
+    )
+
+
+if __name__ == "__main__":
+    main()

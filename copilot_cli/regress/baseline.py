@@ -1,0 +1,155 @@
+"""Saved baselines: the original model's log-probabilities, so CI need not rerun it.
+
+Format `copilot-opt.regress-baseline`, version 1 (safetensors). For case c of case set s
+(`s` = the case set's hash prefix, see cases.py):
+    {s}.{c}.logprobs        float32 [positions, vocab]            (full mode, --baseline-topk 0)
+    {s}.{c}.topk_ids        int32   [positions, k]                (top-k mode)
+    {s}.{c}.topk_logprobs   float32 [positions, k]
+    {s}.{c}.target_logprob  float32 [positions]   log-prob of the actual next token
+    {s}.{c}.generated       int64   [n]           the base's greedy continuation
+Metadata: fingerprints, prompts hash, case sets (hash -> number of cases), topk, gen_tokens.
+
+Size trade-off: full mode stores positions × vocab × 4 bytes (34 prompts × ~50 positions ×
+8192 = 56 MB on the shipped model; ×16 for a 128k vocabulary) and gives exact KL. Top-k mode
+stores positions × k × 8 bytes (k = 64: 0.9 MB) and gives a lower bound of KL that is tight
+when the top-k hold nearly all the mass; same-top-1, Δp and perplexity stay exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+
+from copilot_cli.core.artifacts import decode_metadata, save_safetensors
+from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
+from copilot_cli.core.safetensors_io import read_header
+
+FORMAT = "copilot-opt.regress-baseline"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class BaseCase:
+    logprobs: torch.Tensor | None
+    topk_ids: torch.Tensor | None
+    topk_logprobs: torch.Tensor | None
+    target_logprob: torch.Tensor
+    generated: list[int]
+
+
+class BaselineWriter:
+    def __init__(self, topk: int) -> None:
+        self.topk = topk
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.sets: dict[str, int] = {}
+
+    def add(
+        self,
+        set_hash: str,
+        index: int,
+        logits: torch.Tensor,
+        targets: torch.Tensor,
+        generated: list[int],
+    ) -> None:
+        key = f"{set_hash[:16]}.{index}"
+        log_p = torch.log_softmax(logits.float(), dim=-1)
+        if self.topk:
+            values, ids = log_p.topk(min(self.topk, log_p.shape[-1]), dim=-1)
+            self.tensors[f"{key}.topk_ids"] = ids.to(torch.int32)
+            self.tensors[f"{key}.topk_logprobs"] = values.contiguous()
+        else:
+            self.tensors[f"{key}.logprobs"] = log_p.contiguous()
+        self.tensors[f"{key}.target_logprob"] = (
+            log_p.gather(1, targets.long().unsqueeze(1)).squeeze(1).contiguous()
+        )
+        self.tensors[f"{key}.generated"] = torch.tensor(generated, dtype=torch.int64)
+        self.sets[set_hash] = max(self.sets.get(set_hash, 0), index + 1)
+
+    def save(self, path: Path, provenance: dict[str, Any]) -> None:
+        metadata = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "topk": self.topk,
+            "case_sets": self.sets,
+            **provenance,
+        }
+        save_safetensors(path, self.tensors, metadata)
+
+
+class Baseline:
+    """A loaded baseline, checked against the model, tokenizer and prompts in use."""
+
+    def __init__(
+        self, path: Path, *, model_fingerprint: str, tokenizer_fingerprint: str, prompts_hash: str
+    ) -> None:
+        where = str(path)
+        if not path.is_file():
+            raise InputError("baseline file does not exist", where=where)
+        _, metadata = read_header(path)
+        if metadata.get("format") != FORMAT:
+            raise ArtifactError(
+                f"not a regress baseline (format {metadata.get('format')!r})", where=where
+            )
+        if metadata.get("format_version") != str(FORMAT_VERSION):
+            raise ArtifactError(
+                f"format_version {metadata.get('format_version')!r} is not "
+                f"supported (this copilot-opt reads {FORMAT_VERSION})",
+                where=where,
+            )
+        if metadata.get("model_fingerprint") != model_fingerprint:
+            raise FingerprintMismatch(
+                "model",
+                expected=model_fingerprint,
+                found=metadata.get("model_fingerprint", "?"),
+                where=where,
+            )
+        if metadata.get("tokenizer_fingerprint") != tokenizer_fingerprint:
+            raise FingerprintMismatch(
+                "tokenizer",
+                expected=tokenizer_fingerprint,
+                found=metadata.get("tokenizer_fingerprint", "?"),
+                where=where,
+            )
+        if metadata.get("prompts_hash") != prompts_hash:
+            raise ArtifactError(
+                "made for other prompts (prompts hash differs): save a new "
+                "baseline with --save-baseline",
+                where=where,
+            )
+        self.path = path
+        self.metadata = metadata
+        self.topk = int(metadata.get("topk", "0"))
+        self.sets = decode_metadata(metadata, "case_sets", where=where)
+        self.gen_tokens = int(metadata.get("gen_tokens", "0"))
+        self._handle = safe_open(str(path), framework="pt")
+
+    def require(self, set_hash: str, count: int, what: str) -> None:
+        if self.sets.get(set_hash) != count:
+            raise ArtifactError(
+                f"holds no base log-probs for the {what} cases (the case "
+                "sequences differ): save a new baseline",
+                where=str(self.path),
+            )
+
+    def case(self, set_hash: str, index: int) -> BaseCase:
+        key = f"{set_hash[:16]}.{index}"
+        get = self._handle.get_tensor
+        if self.topk:
+            return BaseCase(
+                None,
+                get(f"{key}.topk_ids"),
+                get(f"{key}.topk_logprobs"),
+                get(f"{key}.target_logprob"),
+                get(f"{key}.generated").tolist(),
+            )
+        return BaseCase(
+            get(f"{key}.logprobs"),
+            None,
+            None,
+            get(f"{key}.target_logprob"),
+            get(f"{key}.generated").tolist(),
+        )

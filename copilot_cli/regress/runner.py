@@ -1,0 +1,375 @@
+"""regress: score each variant against the original model, position by position."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from copilot_cli import __version__
+from copilot_cli.core.errors import InputError
+from copilot_cli.core.metrics import (
+    Accumulator,
+    PositionMetrics,
+    Summary,
+    compare_logits,
+    compare_topk,
+)
+from copilot_cli.core.models import LoadedModel, context_length
+from copilot_cli.core.prompt_sets import load_prompts, prompts_hash
+from copilot_cli.regress.baseline import Baseline, BaselineWriter
+from copilot_cli.regress.cases import Case, build_cases, cases_hash
+from copilot_cli.regress.gate import Thresholds, verdict
+from copilot_cli.regress.textmetrics import bleu4, levenshtein
+from copilot_cli.regress.variants import VariantSpec, applied, degrade_cache
+
+NULL_CONTROL = VariantSpec(name="null-control", components=())
+
+
+@dataclass(frozen=True)
+class RegressOptions:
+    """Settings of regress (see docs/regress.md)."""
+
+    prompts: Path
+    variants: tuple[VariantSpec, ...]
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    gen_tokens: int = 16
+    max_tokens: int = 256
+    baseline: Path | None = None
+    save_baseline: Path | None = None
+    baseline_topk: int = 0
+    null_control: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.variants and not self.null_control and self.save_baseline is None:
+            raise InputError("give at least one --variant (or --null-control)", where="--variant")
+        if self.baseline is not None and self.save_baseline is not None:
+            raise InputError(
+                "--baseline and --save-baseline exclude each other", where="--baseline"
+            )
+        if self.gen_tokens < 0 or self.max_tokens < 4 or self.baseline_topk < 0:
+            raise InputError(
+                "--gen-tokens >= 0, --max-tokens >= 4, --baseline-topk >= 0", where="--gen-tokens"
+            )
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise InputError("two variants have the same name", where="--variant")
+
+
+@dataclass
+class VariantResult:
+    name: str
+    spec: str
+    case_set: str
+    summary: Summary
+    groups: dict[str, Summary]
+    prompt_kl: dict[str, float]
+    generation: dict[str, float] | None
+    worst: list[dict[str, Any]]
+    failures: list[str]
+    kl_values: list[float] = field(repr=False)
+    position_kl: dict[str, list[float]] = field(repr=False)
+    case_group: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "case_set": self.case_set,
+            "passed": self.passed,
+            "failures": self.failures,
+            "summary": self.summary.to_dict(),
+            "groups": {k: v.to_dict() for k, v in sorted(self.groups.items())},
+            "prompt_kl": dict(sorted(self.prompt_kl.items())),
+            "generation": self.generation,
+            "worst_positions": self.worst,
+        }
+
+
+@dataclass
+class RegressResult:
+    variants: list[VariantResult]
+    thresholds: Thresholds
+    provenance: dict[str, Any]
+    timing: dict[str, float]
+    baseline_saved: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.variants)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "thresholds": self.thresholds.to_dict(),
+            "provenance": self.provenance,
+            "timing": self.timing,
+            "baseline_saved": self.baseline_saved,
+            "variants": [v.to_dict() for v in self.variants],
+        }
+
+
+class _Tally:
+    """Everything collected for one variant while cases stream by."""
+
+    def __init__(self) -> None:
+        self.all = Accumulator()
+        self.groups: dict[str, Accumulator] = {}
+        self.prompt_kl: dict[str, float] = {}
+        self.position_kl: dict[str, list[float]] = {}
+        self.worst: list[dict[str, Any]] = []
+        self.case_group: dict[str, str] = {}
+        self.gen: list[tuple[bool, float, float]] = []
+
+    def add(
+        self,
+        case: Case,
+        metrics: PositionMetrics,
+        base_top: torch.Tensor,
+        var_top: torch.Tensor,
+        tokenizer: Any,
+    ) -> None:
+        self.all.add(metrics)
+        self.groups.setdefault(case.group, Accumulator()).add(metrics)
+        kl = metrics.kl
+        self.prompt_kl[case.id] = float(kl.mean()) if kl.numel() else 0.0
+        self.case_group[case.id] = case.group
+        self.position_kl[case.id] = [round(float(v), 8) for v in kl]
+        for index in torch.argsort(kl, descending=True)[:5].tolist():
+            t = case.split + index
+            self.worst.append(
+                {
+                    "case": case.id,
+                    "position": t,
+                    "kl": float(kl[index]),
+                    "context": tokenizer.decode(list(case.ids[max(0, t - 15) : t + 1])),
+                    "base_top": tokenizer.decode([int(base_top[index])]),
+                    "variant_top": tokenizer.decode([int(var_top[index])]),
+                }
+            )
+        self.worst = sorted(
+            self.worst, key=lambda w: -w["kl"] if w["kl"] == w["kl"] else -float("inf")
+        )[:5]
+
+
+class _Runner:
+    def __init__(self, loaded: LoadedModel, options: RegressOptions) -> None:
+        self.loaded = loaded
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.options = options
+        self.device = next(self.model.parameters()).device
+        self.forward_seconds = 0.0
+        self.metric_seconds = 0.0
+
+    def _tensor(self, ids: tuple[int, ...] | list[int]) -> torch.Tensor:
+        return torch.tensor([list(ids)], device=self.device)
+
+    @torch.no_grad()
+    def base_logits(self, case: Case) -> torch.Tensor:
+        started = time.perf_counter()
+        logits = self.model(self._tensor(case.ids)).logits[0, case.split : len(case.ids) - 1]
+        self.forward_seconds += time.perf_counter() - started
+        return logits.float().cpu()
+
+    def _cache_for(self, spec: VariantSpec, case: Case, upto: int) -> Any:
+        from transformers import DynamicCache
+
+        kv = spec.kind("kv")
+        if kv is not None:
+            from copilot_cli.kv import load_prefix
+
+            return load_prefix(kv.arg, self.model, case.prefix)
+        cache = DynamicCache()
+        self.model(self._tensor(case.ids[:upto]), cache=cache)
+        degrade_cache(cache, spec.kind("kv-dtype").arg)
+        return cache
+
+    @torch.no_grad()
+    def variant_logits(self, spec: VariantSpec, case: Case) -> torch.Tensor:
+        started = time.perf_counter()
+        with applied(spec, self.model, self.tokenizer):
+            if spec.case_set == "prompts":
+                logits = self.model(self._tensor(case.ids)).logits[0, case.split : -1]
+            else:
+                cache = self._cache_for(spec, case, case.split)
+                logits = self.model(self._tensor(case.ids[case.split :]), cache=cache).logits[
+                    0, :-1
+                ]
+        self.forward_seconds += time.perf_counter() - started
+        return logits.float().cpu()
+
+    @torch.no_grad()
+    def generate(self, spec: VariantSpec | None, case: Case) -> list[int]:
+        n = self.options.gen_tokens
+        if n == 0:
+            return []
+        ids = self._tensor(case.ids)
+        kwargs = {
+            "max_new_tokens": n,
+            "do_sample": False,
+            "min_new_tokens": n,
+            "pad_token_id": self.tokenizer.pad_token_id or 0,
+            "attention_mask": torch.ones_like(ids),
+        }
+        started = time.perf_counter()
+        if spec is None or spec.case_set == "prompts":
+            with applied(spec or NULL_CONTROL, self.model, self.tokenizer):
+                out = self.model.generate(ids, **kwargs)
+        else:
+            upto = case.split if spec.kind("kv") is not None else len(case.ids) - 1
+            with applied(spec, self.model, self.tokenizer):
+                cache = self._cache_for(spec, case, upto)
+                out = self.model.generate(ids, cache=cache, **kwargs)
+        self.forward_seconds += time.perf_counter() - started
+        return out[0, len(case.ids) :].tolist()
+
+    def compare(
+        self, base: Any, logits: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[PositionMetrics, torch.Tensor]:
+        started = time.perf_counter()
+        if isinstance(base, torch.Tensor):
+            metrics, base_top = compare_logits(base, logits, targets), base.argmax(-1)
+        elif base.logprobs is not None:
+            metrics = compare_logits(base.logprobs, logits, targets)
+            base_top = base.logprobs.argmax(-1)
+        else:
+            metrics = compare_topk(
+                base.topk_ids, base.topk_logprobs, base.target_logprob, logits, targets
+            )
+            base_top = base.topk_ids[:, 0]
+        self.metric_seconds += time.perf_counter() - started
+        return metrics, base_top
+
+
+def _generation_stats(rows: list[tuple[bool, float, float]]) -> dict[str, float] | None:
+    if not rows:
+        return None
+    n = len(rows)
+    return {
+        "continuations": n,
+        "exact_match": sum(r[0] for r in rows) / n,
+        "bleu4": sum(r[1] for r in rows) / n,
+        "levenshtein": sum(r[2] for r in rows) / n,
+    }
+
+
+def run_regress(loaded: LoadedModel, options: RegressOptions) -> RegressResult:
+    """Compare every variant with the original model; optionally save or use a baseline.
+
+    Raises:
+        InputError: malformed prompts or variants; ArtifactError / FingerprintMismatch: a
+            baseline or variant artifact made for something else.
+    """
+    prompts = load_prompts(options.prompts)
+    p_hash = prompts_hash(prompts)
+    runner = _Runner(loaded, options)
+    specs = list(options.variants) + ([NULL_CONTROL] if options.null_control else [])
+    baseline = None
+    if options.baseline is not None:
+        baseline = Baseline(
+            options.baseline,
+            model_fingerprint=loaded.model_fingerprint,
+            tokenizer_fingerprint=loaded.tokenizer_fingerprint,
+            prompts_hash=p_hash,
+        )
+    writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
+    sets = sorted({s.case_set for s in specs} | ({"prompts"} if writer and not specs else set()))
+    tallies = {s.name: _Tally() for s in specs}
+    for case_set in sets:
+        cases = build_cases(
+            case_set, prompts, runner.tokenizer, options.max_tokens, context_length(loaded.config)
+        )
+        set_hash = cases_hash(cases)
+        if baseline is not None:
+            baseline.require(set_hash, len(cases), case_set)
+        members = [s for s in specs if s.case_set == case_set]
+        for index, case in enumerate(cases):
+            if case.scored == 0:
+                continue
+            targets = torch.tensor(case.ids[case.split + 1 :])
+            if baseline is not None:
+                base: Any = baseline.case(set_hash, index)
+                base_gen = base.generated
+            else:
+                base = runner.base_logits(case)
+                base_gen = runner.generate(None, case)
+                if writer is not None:
+                    writer.add(set_hash, index, base, targets, base_gen)
+            for spec in members:
+                logits = runner.variant_logits(spec, case)
+                metrics, base_top = runner.compare(base, logits, targets)
+                tallies[spec.name].add(case, metrics, base_top, logits.argmax(-1), runner.tokenizer)
+                if options.gen_tokens:
+                    gen = runner.generate(spec, case)
+                    tallies[spec.name].gen.append(
+                        (gen == base_gen, bleu4(base_gen, gen), levenshtein(base_gen, gen))
+                    )
+    results = []
+    for spec in specs:
+        tally = tallies[spec.name]
+        summary = tally.all.summary()
+        generation = _generation_stats(tally.gen)
+        results.append(
+            VariantResult(
+                name=spec.name,
+                spec=spec.spec or "(base)",
+                case_set=spec.case_set,
+                summary=summary,
+                groups={g: a.summary() for g, a in tally.groups.items()},
+                prompt_kl=tally.prompt_kl,
+                generation=generation,
+                worst=tally.worst,
+                failures=verdict(summary, tally.prompt_kl, generation, options.thresholds),
+                kl_values=[float(v) for v in tally.all.values("kl")],
+                position_kl=tally.position_kl,
+                case_group=tally.case_group,
+            )
+        )
+    import transformers
+
+    provenance = {
+        "copilot_opt_version": __version__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "model": loaded.source,
+        "model_fingerprint": loaded.model_fingerprint,
+        "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+        "prompts": str(options.prompts),
+        "prompts_hash": p_hash,
+        "prompt_count": len(prompts),
+        "baseline": str(options.baseline) if options.baseline else None,
+        "gen_tokens": options.gen_tokens,
+        "max_tokens": options.max_tokens,
+    }
+    saved = None
+    if writer is not None:
+        writer.save(
+            options.save_baseline,
+            {
+                "model_fingerprint": loaded.model_fingerprint,
+                "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+                "prompts_hash": p_hash,
+                "gen_tokens": options.gen_tokens,
+            },
+        )
+        saved = str(options.save_baseline)
+    timing = {
+        "forward_seconds": round(runner.forward_seconds, 3),
+        "metric_seconds": round(runner.metric_seconds, 3),
+        "metric_share": round(runner.metric_seconds / max(runner.forward_seconds, 1e-9), 4),
+    }
+    return RegressResult(
+        variants=results,
+        thresholds=options.thresholds,
+        provenance=provenance,
+        timing=timing,
+        baseline_saved=saved,
+    )

@@ -1,0 +1,139 @@
+"""Variant specs (`--variant NAME=KIND=ARG[+KIND=ARG...]`) and how each changes a forward pass.
+
+Kinds:
+    quant=DIR          quantize's output applied to the model's embeddings (and head)
+    kv=DIR             prefill-kv's caches: the prefix comes from the stored KV
+    kv-dtype=DTYPE     the prompt's own KV cache stored as float16, bfloat16 or int8 (per token
+                       and head, absmax scales) and read back before continuing
+    prune=OPTIONS      (added when prune lands)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from copilot_cli.core.errors import InputError
+
+KINDS = ("quant", "kv", "kv-dtype")
+KV_DTYPES = ("float16", "bfloat16", "int8")
+
+
+@dataclass(frozen=True)
+class Component:
+    kind: str
+    arg: str
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """A named combination of components, e.g. `q8kv=quant=build/quant+kv=build/kv`."""
+
+    name: str
+    components: tuple[Component, ...] = field(default_factory=tuple)
+
+    def kind(self, kind: str) -> Component | None:
+        return next((c for c in self.components if c.kind == kind), None)
+
+    @property
+    def case_set(self) -> str:
+        """Which token sequences this variant is scored on."""
+        kv = self.kind("kv")
+        if kv is not None:
+            return f"kv:{kv.arg}"
+        if self.kind("kv-dtype") is not None:
+            return "split"
+        return "prompts"
+
+    @property
+    def spec(self) -> str:
+        return "+".join(f"{c.kind}={c.arg}" for c in self.components)
+
+
+def parse_variant(text: str, kinds: tuple[str, ...] = KINDS) -> VariantSpec:
+    """Parse `NAME=KIND=ARG+KIND=ARG` or `KIND=ARG+...` (the name is then the spec itself)."""
+    head, sep, rest = text.partition("=")
+    if not sep:
+        raise InputError(
+            f"{text!r} is not NAME=KIND=ARG (kinds: {', '.join(kinds)})", where="--variant"
+        )
+    if head in kinds:
+        name, spec = text, text
+    else:
+        name, spec = head, rest
+    components = []
+    for piece in _split_components(spec, kinds):
+        kind, sep, arg = piece.partition("=")
+        if kind not in kinds:
+            raise InputError(
+                f"unknown variant kind {kind!r}; kinds: {', '.join(kinds)}", where="--variant"
+            )
+        if not sep or not arg:
+            raise InputError(f"{kind} needs a value ({kind}=...)", where="--variant")
+        if kind == "kv-dtype" and arg not in KV_DTYPES:
+            raise InputError(f"kv-dtype must be one of {', '.join(KV_DTYPES)}", where="--variant")
+        if kind in ("quant", "kv") and not Path(arg).exists():
+            raise InputError(f"{kind} artifact does not exist", where=arg)
+        components.append(Component(kind, arg))
+    seen = [c.kind for c in components]
+    if len(set(seen)) != len(seen):
+        raise InputError(f"a kind appears twice in {text!r}", where="--variant")
+    if "kv" in seen and "kv-dtype" in seen:
+        raise InputError("kv and kv-dtype cannot be combined", where="--variant")
+    if not name:
+        raise InputError("empty variant name", where="--variant")
+    return VariantSpec(name=name, components=tuple(components))
+
+
+def _split_components(spec: str, kinds: tuple[str, ...]) -> list[str]:
+    """Split on '+' only where a known kind follows, so paths may contain '+'."""
+    pieces: list[str] = []
+    current = ""
+    for part in spec.split("+"):
+        if current and any(part.startswith(f"{k}=") for k in kinds):
+            pieces.append(current)
+            current = part
+        else:
+            current = f"{current}+{part}" if current else part
+    pieces.append(current)
+    return pieces
+
+
+def degrade_cache(cache: Any, dtype: str) -> None:
+    """Store-and-reload every layer's keys/values at `dtype` (int8: per token and head)."""
+    for layer in cache.layers:
+        layer.keys = _roundtrip(layer.keys, dtype)
+        layer.values = _roundtrip(layer.values, dtype)
+
+
+def _roundtrip(tensor: torch.Tensor, dtype: str) -> torch.Tensor:
+    if dtype in ("float16", "bfloat16"):
+        return tensor.to(getattr(torch, dtype)).to(tensor.dtype)
+    scale = tensor.abs().amax(dim=-1, keepdim=True) / 127.0  # one scale per token and head
+    safe = torch.where(scale == 0, torch.ones_like(scale), scale)
+    q = torch.round(tensor / safe).clamp(-127, 127)
+    return (q * scale).to(tensor.dtype)
+
+
+@contextlib.contextmanager
+def applied(spec: VariantSpec, model: Any, tokenizer: Any) -> Iterator[None]:
+    """Temporarily change `model` the way `spec`'s model-side components say (quant)."""
+    quant = spec.kind("quant")
+    if quant is None:
+        yield
+        return
+    from copilot_cli.quant import apply_quantized_embeddings
+
+    original_in = model.get_input_embeddings()
+    original_out = model.get_output_embeddings()
+    try:
+        apply_quantized_embeddings(model, quant.arg, tokenizer=tokenizer)
+        yield
+    finally:
+        model.set_input_embeddings(original_in)
+        model.set_output_embeddings(original_out)
