@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from copilot_cli import __version__
+from copilot_cli.cli.chunk import chunk_command
 from copilot_cli.cli.common import option, set_debug
 from copilot_cli.cli.kv import inspect_command, prefill_kv_command
 from copilot_cli.cli.model_info import model_info
@@ -51,6 +52,7 @@ app.command("render")(render_command)
 app.command("prefill-kv")(prefill_kv_command)
 app.command("inspect")(inspect_command)
 app.command("quantize")(quantize_command)
+app.command("chunk")(chunk_command)
 app.command("regress")(regress_command)
 
 

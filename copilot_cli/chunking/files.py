@@ -1,0 +1,147 @@
+"""Chunk one file: pick the splitter (code, prose, fallback) and describe each chunk."""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.chunking import code, prose
+from copilot_cli.chunking.languages import EXTENSIONS, PROSE, all_entities, parser_for
+from copilot_cli.chunking.packer import SEPARATOR, FileText, Packer, Piece, TokenCounter
+
+
+@dataclass
+class FileChunk:
+    path: str
+    language: str
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    start_byte: int
+    end_byte: int
+    token_count: int
+    sha256: str
+    text: str
+    scope: str
+    header: str
+    entities: list[dict[str, str]] = field(default_factory=list)
+    syntax_hash: str = ""
+    mid_line: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class FileReport:
+    path: str
+    language: str
+    chunks: list[FileChunk]
+    mode: str  # "code" | "prose" | "fallback"
+    parse_error: bool = False
+    non_utf8: bool = False
+
+
+def language_of(path: str) -> tuple[str, str]:
+    """(language, mode) for a path: a tree-sitter language, prose, or plain text fallback."""
+    suffix = Path(path).suffix.lower()
+    if suffix in EXTENSIONS:
+        return EXTENSIONS[suffix], "code"
+    if suffix in PROSE:
+        return PROSE[suffix], "prose"
+    name = Path(path).name.lower()
+    if name in ("readme", "license", "changelog", "authors", "notice"):
+        return "text", "prose"
+    return suffix.lstrip(".") or "text", "fallback"
+
+
+def _normalized_hash(text: str) -> str:
+    return hashlib.sha256(re.sub(r"\s+", " ", text).strip().encode()).hexdigest()
+
+
+def _fallback_pieces(file: FileText) -> list[Piece]:
+    """Blocks of lines separated by blank lines (blank lines attach to the block before)."""
+    pieces: list[Piece] = []
+    previous_blank = True
+    for start, end in file.lines_in(0, len(file.data)):
+        blank = not file.data[start:end].strip()
+        if pieces and (blank or not previous_blank):
+            pieces[-1] = Piece(pieces[-1].start, end, None, ())
+        else:
+            pieces.append(Piece(start, end, None, ()))
+        previous_blank = blank
+    return pieces
+
+
+def chunk_file(data: bytes, rel: str, counter: TokenCounter, budget: int) -> FileReport:
+    """Split one file's bytes into chunks of at most `budget` tokens that cover it exactly."""
+    language, mode = language_of(rel)
+    file = FileText(data)
+    try:
+        data.decode("utf-8")
+        non_utf8 = False
+    except UnicodeDecodeError:
+        non_utf8 = True
+    report = FileReport(path=rel, language=language, chunks=[], mode=mode, non_utf8=non_utf8)
+    if not data:
+        return report
+    entities: list = []
+    leaves: list = []
+    children = None
+    pieces: list[Piece]
+    parser = parser_for(language) if mode == "code" else None
+    tree = parser.parse(data) if parser is not None else None
+    if tree is not None and not tree.root_node.has_error:
+        entities = all_entities(tree.root_node)
+        leaves = code.leaves(tree.root_node)
+        children = code.make_children(file)
+        pieces = code.top_level_pieces(file, tree.root_node)
+    elif mode == "prose":
+        markdown = language == "markdown"
+        children = prose.make_children(file, markdown)
+        pieces = prose.top_level_pieces(file, markdown)
+    else:
+        report.parse_error = tree is not None
+        report.mode = "fallback"
+        pieces = _fallback_pieces(file)
+    packer = Packer(file, counter, budget, rel, children)
+    leaf_starts = [s for s, _ in leaves]
+    entity_starts = [e.start for e in entities]
+    for raw in packer.pack(pieces):
+        inside = entities[
+            bisect.bisect_left(entity_starts, raw.start) : bisect.bisect_left(
+                entity_starts, raw.end
+            )
+        ]
+        if leaves:
+            digest = hashlib.sha256()
+            for index in range(
+                bisect.bisect_left(leaf_starts, raw.start), bisect.bisect_left(leaf_starts, raw.end)
+            ):
+                digest.update(leaves[index][1] + b"\x01")
+            syntax = digest.hexdigest()
+        else:
+            syntax = _normalized_hash(raw.text)
+        end_byte_inclusive = max(raw.end - 1, raw.start)
+        report.chunks.append(
+            FileChunk(
+                path=rel,
+                language=language,
+                start_line=file.line_of(raw.start) + 1,
+                end_line=file.line_of(end_byte_inclusive) + 1,
+                start_byte=raw.start,
+                end_byte=raw.end,
+                token_count=raw.token_count,
+                sha256=hashlib.sha256(raw.text.encode("utf-8")).hexdigest(),
+                text=raw.text,
+                scope=SEPARATOR.join((rel, *raw.scope)),
+                header=raw.header,
+                entities=[{"name": e.name, "kind": e.kind} for e in inside],
+                syntax_hash=syntax,
+                mid_line=raw.mid_line,
+            )
+        )
+    return report

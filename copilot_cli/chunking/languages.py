@@ -1,0 +1,186 @@
+"""Languages parsed with tree-sitter (per-language grammar packages, offline) and entities."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+EXTENSIONS = {
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+}
+PROSE = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text"}
+CONFIG = {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml", ".lock"}
+_GRAMMARS = {
+    "python": ("tree_sitter_python", "language"),
+    "javascript": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx"),
+    "go": ("tree_sitter_go", "language"),
+    "rust": ("tree_sitter_rust", "language"),
+    "java": ("tree_sitter_java", "language"),
+    "c": ("tree_sitter_c", "language"),
+    "cpp": ("tree_sitter_cpp", "language"),
+}
+# node type -> entity kind
+ENTITIES: dict[str, str] = {
+    "function_definition": "function",
+    "class_definition": "class",
+    "function_declaration": "function",
+    "generator_function_declaration": "function",
+    "class_declaration": "class",
+    "abstract_class_declaration": "class",
+    "method_definition": "method",
+    "method_declaration": "method",
+    "interface_declaration": "interface",
+    "type_alias_declaration": "type",
+    "enum_declaration": "enum",
+    "constructor_declaration": "constructor",
+    "type_declaration": "type",
+    "function_item": "function",
+    "impl_item": "impl",
+    "struct_item": "struct",
+    "enum_item": "enum",
+    "trait_item": "trait",
+    "mod_item": "module",
+    "struct_specifier": "struct",
+    "class_specifier": "class",
+    "namespace_definition": "namespace",
+    "record_declaration": "record",
+}
+# children of these nodes are the units a too-large entity is split into
+BODIES = {
+    "block",
+    "class_body",
+    "declaration_list",
+    "statement_block",
+    "field_declaration_list",
+    "compound_statement",
+    "interface_body",
+    "enum_body",
+    "object_type",
+    "body",
+    "constructor_body",
+    "enum_variant_list",
+}
+COMMENTS = {"comment", "line_comment", "block_comment", "documentation_comment"}
+KEYWORD = {
+    "function": "def",
+    "class": "class",
+    "method": "def",
+    "struct": "struct",
+    "impl": "impl",
+    "interface": "interface",
+    "trait": "trait",
+    "enum": "enum",
+    "module": "mod",
+    "type": "type",
+    "constructor": "constructor",
+    "namespace": "namespace",
+    "record": "record",
+}
+
+
+@dataclass(frozen=True)
+class Entity:
+    name: str
+    kind: str
+    start: int
+    end: int
+
+    @property
+    def label(self) -> str:
+        keyword = (
+            "def" if self.kind in ("function", "method") else KEYWORD.get(self.kind, self.kind)
+        )
+        return f"{keyword} {self.name}"
+
+
+@functools.cache
+def parser_for(language: str) -> Any | None:
+    """A tree-sitter parser for `language`, or None when its grammar package is missing."""
+    spec = _GRAMMARS.get(language)
+    if spec is None:
+        return None
+    try:
+        from tree_sitter import Language, Parser
+
+        module = importlib.import_module(spec[0])
+        return Parser(Language(getattr(module, spec[1])()))
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def entity_name(node: Any) -> str | None:
+    """The declared name of an entity node, or None for anonymous ones."""
+    name = node.child_by_field_name("name")
+    if name is None and node.type == "impl_item":
+        name = node.child_by_field_name("type")
+    if name is None and node.type == "type_declaration":
+        spec = next((c for c in node.named_children if c.type in ("type_spec", "type_alias")), None)
+        name = spec.child_by_field_name("name") if spec is not None else None
+    if name is None and node.type == "function_definition":  # C/C++: dig through declarators
+        declarator = node.child_by_field_name("declarator")
+        while declarator is not None and declarator.type not in (
+            "identifier",
+            "field_identifier",
+            "qualified_identifier",
+            "operator_name",
+        ):
+            declarator = declarator.child_by_field_name("declarator")
+        name = declarator
+    if name is None or name.text is None:
+        return None
+    return name.text.decode("utf-8", errors="replace")
+
+
+def entity_of(node: Any) -> Entity | None:
+    kind = ENTITIES.get(node.type)
+    if kind is None:
+        return None
+    name = entity_name(node)
+    if name is None:
+        return None
+    if (
+        kind == "function"
+        and node.parent is not None
+        and node.parent.type in BODIES
+        and node.parent.parent is not None
+        and ENTITIES.get(node.parent.parent.type) == "class"
+    ):
+        kind = "method"
+    return Entity(name=name, kind=kind, start=node.start_byte, end=node.end_byte)
+
+
+def all_entities(root: Any) -> list[Entity]:
+    """Every named entity in the tree, in source order."""
+    found: list[Entity] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        entity = entity_of(node)
+        if entity is not None:
+            found.append(entity)
+        stack.extend(reversed(node.named_children))
+    return sorted(found, key=lambda e: (e.start, -e.end))
