@@ -24,7 +24,7 @@ from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
 
 FORMAT = "copilot-opt.chunks"
 FORMAT_VERSION = 1
-CHUNKER_VERSION = "2"  # bump when chunk boundaries change, to invalidate caches
+CHUNKER_VERSION = "4"  # bump when chunk boundaries change, to invalidate caches
 
 
 @dataclass(frozen=True)

@@ -35,15 +35,24 @@ def partition(
 
 
 def _body_children(node: Any) -> list[Any]:
-    """The children a too-large node is split into: its body's statements when it has one."""
+    """The children a too-large node is split into.
+
+    An entity (class, function...) splits into its body's statements, after its header. A
+    compound statement (try/except/else, if/elif/else, with, for) splits into all its clauses,
+    with each clause body's statements inlined, so a definition nested in any branch stays
+    whole.
+    """
+    if entity_of(node) is not None:
+        for child in node.named_children:
+            if child.type in BODIES and child.named_children:
+                return list(child.named_children)
+    out: list[Any] = []
     for child in node.named_children:
-        if child.type in BODIES and child.named_children:
-            return list(child.named_children)
-    if node.type == "decorated_definition":
-        inner = node.child_by_field_name("definition")
-        if inner is not None:
-            return _body_children(inner)
-    return list(node.named_children)
+        if child.type in BODIES:
+            out.extend(child.named_children)
+        else:
+            out.append(child)
+    return out
 
 
 def _unwrap(node: Any) -> Any:

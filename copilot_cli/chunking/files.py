@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.chunking import code, prose
-from copilot_cli.chunking.languages import EXTENSIONS, PROSE, all_entities, parser_for
+from copilot_cli.chunking.languages import (
+    EXTENSIONS,
+    PROSE,
+    comment_ranges,
+    entities_fast,
+    parser_for,
+)
 from copilot_cli.chunking.packer import SEPARATOR, FileText, Packer, Piece, TokenCounter
 
 
@@ -62,6 +68,23 @@ def _normalized_hash(text: str) -> str:
     return hashlib.sha256(re.sub(r"\s+", " ", text).strip().encode()).hexdigest()
 
 
+def _syntax_hash(data: bytes, start: int, end: int, comments: list[tuple[int, int]]) -> str:
+    """Hash of the chunk's code with comments removed and whitespace collapsed: equal for code
+    that differs only in formatting and comments (the near-duplicate test)."""
+    first = bisect.bisect_left(comments, (start, -1))
+    pieces, position = [], start
+    for c_start, c_end in comments[max(first - 1, 0) :]:
+        if c_start >= end:
+            break
+        if c_end <= start:
+            continue
+        pieces.append(data[position : max(c_start, position)])
+        position = max(position, min(c_end, end))
+    pieces.append(data[position:end])
+    normalized = b"".join(b"".join(pieces).split())  # tokens never need whitespace to compare
+    return hashlib.sha256(normalized).hexdigest()
+
+
 def _fallback_pieces(file: FileText) -> list[Piece]:
     """Blocks of lines separated by blank lines (blank lines attach to the block before)."""
     pieces: list[Piece] = []
@@ -89,14 +112,14 @@ def chunk_file(data: bytes, rel: str, counter: TokenCounter, budget: int) -> Fil
     if not data:
         return report
     entities: list = []
-    leaves: list = []
+    comments: list[tuple[int, int]] | None = None
     children = None
     pieces: list[Piece]
     parser = parser_for(language) if mode == "code" else None
     tree = parser.parse(data) if parser is not None else None
     if tree is not None and not tree.root_node.has_error:
-        entities = all_entities(tree.root_node)
-        leaves = code.leaves(tree.root_node)
+        entities = entities_fast(language, tree.root_node)
+        comments = comment_ranges(language, tree.root_node)
         children = code.make_children(file)
         pieces = code.top_level_pieces(file, tree.root_node)
     elif mode == "prose":
@@ -108,23 +131,20 @@ def chunk_file(data: bytes, rel: str, counter: TokenCounter, budget: int) -> Fil
         report.mode = "fallback"
         pieces = _fallback_pieces(file)
     packer = Packer(file, counter, budget, rel, children)
-    leaf_starts = [s for s, _ in leaves]
     entity_starts = [e.start for e in entities]
-    for raw in packer.pack(pieces):
+    if mode == "code" or mode == "fallback" or mode == "prose":
+        file.attach_token_starts(counter)
+    for raw in packer.run(pieces):
         inside = entities[
             bisect.bisect_left(entity_starts, raw.start) : bisect.bisect_left(
                 entity_starts, raw.end
             )
         ]
-        if leaves:
-            digest = hashlib.sha256()
-            for index in range(
-                bisect.bisect_left(leaf_starts, raw.start), bisect.bisect_left(leaf_starts, raw.end)
-            ):
-                digest.update(leaves[index][1] + b"\x01")
-            syntax = digest.hexdigest()
-        else:
-            syntax = _normalized_hash(raw.text)
+        syntax = (
+            _syntax_hash(data, raw.start, raw.end, comments)
+            if comments is not None
+            else _normalized_hash(raw.text)
+        )
         end_byte_inclusive = max(raw.end - 1, raw.start)
         report.chunks.append(
             FileChunk(

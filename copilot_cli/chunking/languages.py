@@ -118,6 +118,61 @@ class Entity:
 
 
 @functools.cache
+def _language(language: str) -> Any | None:
+    spec = _GRAMMARS.get(language)
+    if spec is None:
+        return None
+    try:
+        from tree_sitter import Language
+
+        module = importlib.import_module(spec[0])
+        return Language(getattr(module, spec[1])())
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+@functools.cache
+def _query(language: str, types: tuple[str, ...]) -> Any | None:
+    """A query capturing every node of `types` that the grammar knows (run in C, fast)."""
+    from tree_sitter import Query
+
+    lang = _language(language)
+    if lang is None:
+        return None
+    valid = []
+    for node_type in types:
+        try:
+            Query(lang, f"({node_type}) @n")
+            valid.append(node_type)
+        except Exception:  # the grammar has no such node type
+            continue
+    if not valid:
+        return None
+    return Query(lang, "[" + " ".join(f"({t})" for t in valid) + "] @n")
+
+
+def captures(language: str, root: Any, types: tuple[str, ...]) -> list[Any]:
+    from tree_sitter import QueryCursor
+
+    query = _query(language, types)
+    if query is None:
+        return []
+    return QueryCursor(query).captures(root).get("n", [])
+
+
+def comment_ranges(language: str, root: Any) -> list[tuple[int, int]]:
+    return sorted(
+        (n.start_byte, n.end_byte) for n in captures(language, root, tuple(sorted(COMMENTS)))
+    )
+
+
+def entities_fast(language: str, root: Any) -> list[Entity]:
+    """Named entities found with a tree-sitter query (instead of a Python tree walk)."""
+    found = [entity_of(node) for node in captures(language, root, tuple(sorted(ENTITIES)))]
+    return sorted((e for e in found if e is not None), key=lambda e: (e.start, -e.end))
+
+
+@functools.cache
 def parser_for(language: str) -> Any | None:
     """A tree-sitter parser for `language`, or None when its grammar package is missing."""
     spec = _GRAMMARS.get(language)
@@ -170,7 +225,10 @@ def entity_of(node: Any) -> Entity | None:
         and ENTITIES.get(node.parent.parent.type) == "class"
     ):
         kind = "method"
-    return Entity(name=name, kind=kind, start=node.start_byte, end=node.end_byte)
+    start = node.start_byte
+    if node.parent is not None and node.parent.type == "decorated_definition":
+        start = node.parent.start_byte  # decorators belong to the definition
+    return Entity(name=name, kind=kind, start=start, end=node.end_byte)
 
 
 def all_entities(root: Any) -> list[Entity]:

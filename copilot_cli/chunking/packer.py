@@ -78,6 +78,32 @@ class FileText:
         if self.line_starts[-1] == len(data) and len(self.line_starts) > 1:
             self.line_starts.pop()
 
+    def attach_token_starts(self, counter: TokenCounter) -> None:
+        """Tokenize the whole file once; piece costs are then estimated by counting token
+        starts inside a byte range (exact recounts happen per chunk, batched)."""
+        import numpy as np
+
+        try:
+            text = self.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return  # costs are counted exactly for non-UTF-8 files
+        offsets = counter.offsets(text)
+        raw = np.frombuffer(self.data, dtype=np.uint8)
+        char_starts = np.flatnonzero((raw & 0xC0) != 0x80)  # byte offset of each character
+        starts = np.array([s for s, _ in offsets], dtype=np.int64)
+        starts = starts[starts < len(char_starts)]
+        self.token_starts = char_starts[starts]
+
+    token_starts = None
+
+    def estimate(self, start: int, end: int) -> int | None:
+        if self.token_starts is None:
+            return None
+        import numpy as np
+
+        low, high = np.searchsorted(self.token_starts, [start, end])
+        return int(high - low)
+
     def text(self, start: int, end: int) -> str:
         return self.data[start:end].decode("utf-8", errors="replace")
 
@@ -149,9 +175,20 @@ class Packer:
     def cost(self, piece: Piece) -> int:
         return self.counter.count(self.file.text(piece.start, piece.end))
 
+    def run(self, pieces: list[Piece]) -> list[RawChunk]:
+        """Pack, then recount every chunk exactly (batched) and repair the rare overshoot."""
+        return self.finalize(self.pack(pieces))
+
+    def _costs(self, pieces: list[Piece]) -> list[int]:
+        estimates = [self.file.estimate(p.start, p.end) for p in pieces]
+        if all(e is not None for e in estimates):
+            return estimates  # type: ignore[return-value]
+        return self.counter.count_many([self.file.text(p.start, p.end) for p in pieces])
+
     def pack(self, pieces: list[Piece]) -> list[RawChunk]:
+        """Greedy packing on estimated costs; chunks are tentative until `finalize`."""
         chunks: list[RawChunk] = []
-        costs = self.counter.count_many([self.file.text(p.start, p.end) for p in pieces])
+        costs = self._costs(pieces)
         group: list[Piece] = []
         group_cost = 0
         index = 0
@@ -164,7 +201,7 @@ class Packer:
                 index += 1
                 continue
             if group:
-                chunks.extend(self._flush(group))
+                chunks.append(self._tentative(group, group_cost))
                 group, group_cost = [], 0
                 continue
             if cost <= room:
@@ -173,8 +210,39 @@ class Packer:
                 chunks.extend(self.split(piece))
             index += 1
         if group:
-            chunks.extend(self._flush(group))
+            chunks.append(self._tentative(group, group_cost))
         return chunks
+
+    def _tentative(self, group: list[Piece], cost: int) -> RawChunk:
+        scope = group[0].scope
+        start, end = group[0].start, group[-1].end
+        chunk = RawChunk(
+            start,
+            end,
+            scope,
+            cost + self.header_cost(scope),
+            self.file.text(start, end),
+            self.header(scope),
+        )
+        chunk.extra["pieces"] = list(group)
+        return chunk
+
+    def finalize(self, chunks: list[RawChunk]) -> list[RawChunk]:
+        pending = [c for c in chunks if not c.mid_line]
+        counts = self.counter.count_many([c.header + c.text for c in pending])
+        exact = {id(c): n for c, n in zip(pending, counts, strict=True)}
+        out: list[RawChunk] = []
+        for chunk in chunks:
+            if chunk.mid_line:  # counted exactly when it was cut
+                out.append(chunk)
+                continue
+            chunk.token_count = exact[id(chunk)]
+            if chunk.token_count <= self.budget:
+                chunk.extra.pop("pieces", None)
+                out.append(chunk)
+            else:
+                out.extend(self._repair(chunk.extra["pieces"]))
+        return out
 
     def _exact(self, group: list[Piece]) -> RawChunk | None:
         scope = group[0].scope
@@ -184,8 +252,8 @@ class Packer:
         count = self.counter.count(header + text)
         return RawChunk(start, end, scope, count, text, header) if count <= self.budget else None
 
-    def _flush(self, group: list[Piece]) -> list[RawChunk]:
-        """Emit the group after an exact recount; shed trailing pieces while it is too long."""
+    def _repair(self, group: list[Piece]) -> list[RawChunk]:
+        """A chunk the estimate let through over budget: shed trailing pieces, counting exactly."""
         out: list[RawChunk] = []
         while group:
             size = len(group)
@@ -195,7 +263,7 @@ class Packer:
                 if chunk is None:
                     size -= 1
             if chunk is None:
-                out.extend(self.split(group[0]))
+                out.extend(self.finalize(self.split(group[0])))
                 group = group[1:]
             else:
                 out.append(chunk)

@@ -1,0 +1,184 @@
+"""chunk vs LangChain's RecursiveCharacterTextSplitter.from_language and semchunk, same corpus,
+same Hugging Face tokenizer as the length function, same 384-token budget, one run.
+
+Corpus: the interpreter's Python standard library (*.py outside site-packages) plus
+sample_data/repo. Per tool: throughput (MB/s of input), chunks over the budget, definitions
+(functions/classes that fit the budget) cut across chunks, and byte coverage. The peers run in
+their own virtual environment (.venv-peers, made by `make bench`); Chonkie's code chunker needs
+a tree-sitter language pack that downloads grammars at run time, so it is not run offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit
+
+from copilot_cli.chunking import ChunkOptions, chunk_repository
+from copilot_cli.chunking.languages import all_entities, parser_for
+from copilot_cli.chunking.packer import TokenCounter
+from copilot_cli.core.models import SHIPPED_MODEL, load_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+BUDGET = 384
+
+
+def corpus(tmp: Path) -> Path:
+    """A copy of the stdlib's .py files and the sample repository in one folder."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    target = tmp / "corpus"
+    for path in sorted(stdlib.rglob("*.py")):
+        if "site-packages" in path.parts or not path.is_file():
+            continue
+        dest = target / "stdlib" / path.relative_to(stdlib)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    shutil.copytree(ROOT / "sample_data" / "repo", target / "repo")
+    return target
+
+
+def entity_char_spans(data: bytes, language: str, counter: TokenCounter) -> list[tuple[int, int]]:
+    """Char spans of definitions that fit the budget (they must never be cut)."""
+    parser = parser_for(language)
+    if parser is None:
+        return []
+    tree = parser.parse(data)
+    if tree.root_node.has_error:
+        return []  # a file that does not parse has no trustworthy definitions (all tools)
+    ascii_only = data.isascii()
+    spans = []
+    for entity in all_entities(tree.root_node):
+        text = data[entity.start : entity.end].decode("utf-8", errors="replace")
+        if counter.count(text) + 40 > BUDGET:
+            continue
+        if ascii_only:
+            spans.append((entity.start, entity.end))
+        else:
+            start = len(data[: entity.start].decode("utf-8", errors="replace"))
+            spans.append((start, start + len(text)))
+    return spans
+
+
+def score(files, spans_per_file, counter) -> tuple[int, int, float]:
+    """(chunks over budget, definitions cut, byte coverage) for one tool."""
+    over = cut = 0
+    covered = total = 0
+    for (_path, language, data), spans in zip(files, spans_per_file, strict=True):
+        text = data.decode("utf-8", errors="replace")
+        total += len(text)
+        over += sum(1 for s in spans if s[2] > BUDGET)
+        found = [(s[0], s[1]) for s in spans if s[0] >= 0]
+        marks = bytearray(len(text) + 1)
+        for start, end in found:
+            marks[start:end] = b"\x01" * (end - start)
+        covered += sum(marks[: len(text)])
+        for start, end in entity_char_spans(data, language, counter):
+            if not any(s <= start and end <= e for s, e in found):
+                cut += 1
+    return over, cut, covered / total if total else 1.0
+
+
+def main() -> None:
+    tokenizer = load_tokenizer(str(SHIPPED_MODEL))
+    counter = TokenCounter(tokenizer)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = corpus(Path(tmp))
+        out = Path(tmp) / "chunks.jsonl"
+        started = time.perf_counter()
+        result = chunk_repository(
+            ChunkOptions(repo=root, out=out, max_tokens=BUDGET, use_cache=False), tokenizer
+        )
+        ours_seconds = time.perf_counter() - started
+        records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+        by_path: dict[str, list] = {}
+        for record in records:
+            for loc in record["locations"]:
+                by_path.setdefault(loc["path"], []).append((loc, record))
+        files = []
+        for path in sorted(by_path):
+            language = by_path[path][0][1]["language"]
+            files.append((path, language, (root / path).read_bytes()))
+        megabytes = sum(len(d) for _, _, d in files) / 1e6
+        ours_spans = []
+        for path, _, data in files:
+            spans = []
+            for loc, record in sorted(by_path[path], key=lambda x: x[0]["start_byte"]):
+                start = (
+                    len(data[: loc["start_byte"]].decode("utf-8", errors="replace"))
+                    if not data.isascii()
+                    else loc["start_byte"]
+                )
+                spans.append([start, start + len(record["text"]), record["token_count"]])
+            ours_spans.append(spans)
+        ours = score(files, ours_spans, counter)
+        emit_tool("copilot-opt chunk", megabytes / ours_seconds, ours, None)
+
+        if not PEERS_PYTHON.exists():
+            emit(
+                "chunk throughput vs peers",
+                megabytes / ours_seconds,
+                0.0,
+                "MB/s",
+                higher_is_better=True,
+                note="peers not installed: run `make bench`",
+            )
+            return
+        job = {
+            "files": [[str(root / p), lang] for p, lang, _ in files],
+            "tokenizer": str(SHIPPED_MODEL / "tokenizer.json"),
+            "budget": BUDGET,
+        }
+        proc = subprocess.run(
+            [str(PEERS_PYTHON), str(Path(__file__).parent / "peers" / "chunk_peers.py")],
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "TOKENIZERS_PARALLELISM": "true"},
+        )
+        peers = json.loads(proc.stdout)["tools"]
+        fastest = 0.0
+        for name, data in peers.items():
+            throughput = megabytes / data["seconds"]
+            fastest = max(fastest, throughput)
+            emit_tool(name, throughput, score(files, data["files"], counter), None)
+        emit(
+            "chunk throughput vs the fastest peer",
+            megabytes / ours_seconds,
+            fastest,
+            "MB/s",
+            higher_is_better=True,
+            goal="ratio >= 1",
+            passed=megabytes / ours_seconds >= fastest,
+            note=f"{megabytes:.1f} MB, {result.summary['files']} files, "
+            f"{result.summary['chunks_written']} chunks",
+        )
+
+
+def emit_tool(name: str, throughput: float, scored: tuple[int, int, float], _: None) -> None:
+    over, cut, coverage = scored
+    goal_met = over == 0 and cut == 0 and coverage >= 0.9999
+    emit(
+        f"{name}: chunks over budget / definitions cut / coverage",
+        float(over + cut),
+        0.0,
+        "count",
+        goal="0 over, 0 cut, 100% coverage" if name.startswith("copilot") else "",
+        passed=goal_met if name.startswith("copilot") else None,
+        note=f"{throughput:.2f} MB/s; over budget {over}, definitions cut {cut}, "
+        f"coverage {coverage:.4%}",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Run the peer chunkers (in their own venv: .venv-peers) and report chunk spans.
+
+stdin: {"files": [[path, language], ...], "tokenizer": "tokenizer.json", "budget": 384}
+stdout: {"tools": {name: {"seconds": s, "files": [[[start_char, end_char, tokens], ...], ...]}}}
+A chunk that cannot be found verbatim in its file (the splitter altered it) gets start -1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from tokenizers import Tokenizer
+
+
+def spans(text: str, chunks: list[str], count) -> list[list[int]]:
+    out, position = [], 0
+    for chunk in chunks:
+        start = text.find(chunk, position)
+        if start >= 0:
+            position = start + len(chunk)
+            out.append([start, start + len(chunk), count(chunk)])
+        else:
+            out.append([-1, -1, count(chunk)])
+    return out
+
+
+def main() -> None:
+    job = json.load(sys.stdin)
+    tokenizer = Tokenizer.from_file(job["tokenizer"])
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    texts = [open(p, encoding="utf-8", errors="replace").read() for p, _ in job["files"]]
+    budget = job["budget"]
+    results = {}
+
+    from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+
+    splitters = {}
+    for lang in {lang for _, lang in job["files"]}:
+        kind = {
+            "python": Language.PYTHON,
+            "markdown": Language.MARKDOWN,
+            "go": Language.GO,
+            "rust": Language.RUST,
+            "javascript": Language.JS,
+            "typescript": Language.TS,
+            "rst": Language.RST,
+        }.get(lang)
+        if kind is None:
+            splitters[lang] = RecursiveCharacterTextSplitter(
+                chunk_size=budget, chunk_overlap=0, length_function=count
+            )
+        else:
+            splitters[lang] = RecursiveCharacterTextSplitter.from_language(
+                kind, chunk_size=budget, chunk_overlap=0, length_function=count
+            )
+    started = time.perf_counter()
+    chunked = [
+        splitters[lang].split_text(text)
+        for text, (_, lang) in zip(texts, job["files"], strict=False)
+    ]
+    seconds = time.perf_counter() - started
+    results["langchain RecursiveCharacterTextSplitter.from_language"] = {
+        "seconds": seconds,
+        "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],
+    }
+
+    import semchunk
+
+    chunker = semchunk.chunkerify(count, chunk_size=budget)
+    started = time.perf_counter()
+    chunked = [chunker(text) if text.strip() else [] for text in texts]
+    seconds = time.perf_counter() - started
+    results["semchunk"] = {
+        "seconds": seconds,
+        "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],
+    }
+    json.dump({"tools": results}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
