@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 from tokenizers import Tokenizer
 
@@ -33,7 +34,7 @@ def main() -> None:
     def count(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
-    texts = [open(p, encoding="utf-8", errors="replace").read() for p, _ in job["files"]]
+    texts = [Path(p).read_text(encoding="utf-8", errors="replace") for p, _ in job["files"]]
     budget = job["budget"]
     results = {}
 
