@@ -44,6 +44,8 @@ bench: $(STAMP)
 	# peers the benchmarks compare against live outside the venv (transformers imports
 	# torchao whenever it is importable, which would change every command's behaviour)
 	test -d .bench-peers/torchao || $(BIN)/python -m pip install -q --no-deps --target .bench-peers torchao
+	test -x .venv-peers/bin/python || ($(PYTHON) -m venv .venv-peers && \
+		.venv-peers/bin/python -m pip install -q langchain-text-splitters semchunk tokenizers)
 	$(BIN)/python benchmarks/run_all.py
 
 model: $(STAMP)

@@ -69,9 +69,9 @@ def entity_char_spans(data: bytes, language: str, counter: TokenCounter) -> list
     return spans
 
 
-def score(files, spans_per_file, counter) -> tuple[int, int, float]:
-    """(chunks over budget, definitions cut, byte coverage) for one tool."""
-    over = cut = 0
+def score(files, spans_per_file, counter) -> tuple[int, int, int, float]:
+    """(chunks over budget, definitions cut, definitions checked, coverage) for one tool."""
+    over = cut = checked = 0
     covered = total = 0
     for (_path, language, data), spans in zip(files, spans_per_file, strict=True):
         text = data.decode("utf-8", errors="replace")
@@ -83,9 +83,10 @@ def score(files, spans_per_file, counter) -> tuple[int, int, float]:
             marks[start:end] = b"\x01" * (end - start)
         covered += sum(marks[: len(text)])
         for start, end in entity_char_spans(data, language, counter):
+            checked += 1
             if not any(s <= start and end <= e for s, e in found):
                 cut += 1
-    return over, cut, covered / total if total else 1.0
+    return over, cut, checked, covered / total if total else 1.0
 
 
 def main() -> None:
@@ -151,7 +152,7 @@ def main() -> None:
         for name, data in peers.items():
             throughput = megabytes / data["seconds"]
             fastest = max(fastest, throughput)
-            emit_tool(name, throughput, score(files, data["files"], counter), None)
+            emit_tool(name, throughput, score(files, data["files"], counter), ours)
         emit(
             "chunk throughput vs the fastest peer",
             megabytes / ours_seconds,
@@ -165,18 +166,36 @@ def main() -> None:
         )
 
 
-def emit_tool(name: str, throughput: float, scored: tuple[int, int, float], _: None) -> None:
-    over, cut, coverage = scored
-    goal_met = over == 0 and cut == 0 and coverage >= 0.9999
+def emit_tool(name: str, throughput: float, scored: tuple, ours: tuple | None) -> None:
+    """One row per tool; peers are compared with ours on kept definitions and coverage."""
+    over, cut, checked, coverage = scored
+    kept = 1 - cut / checked if checked else 1.0
+    note = (
+        f"{throughput:.2f} MB/s; chunks over budget {over}; definitions cut {cut} of "
+        f"{checked}; byte coverage {coverage:.4%}"
+    )
+    if ours is None:
+        emit(
+            f"{name}: definitions kept whole",
+            kept,
+            1.0,
+            "share",
+            higher_is_better=True,
+            goal="0 over budget, 0 cut, 100% coverage",
+            passed=over == 0 and cut == 0 and coverage >= 0.9999,
+            note=note,
+        )
+        return
+    ours_kept = 1 - ours[1] / ours[2] if ours[2] else 1.0
     emit(
-        f"{name}: chunks over budget / definitions cut / coverage",
-        float(over + cut),
-        0.0,
-        "count",
-        goal="0 over, 0 cut, 100% coverage" if name.startswith("copilot") else "",
-        passed=goal_met if name.startswith("copilot") else None,
-        note=f"{throughput:.2f} MB/s; over budget {over}, definitions cut {cut}, "
-        f"coverage {coverage:.4%}",
+        f"definitions kept whole: ours vs {name}",
+        ours_kept,
+        kept,
+        "share",
+        higher_is_better=True,
+        goal="ratio >= 1",
+        passed=ours_kept >= kept,
+        note=note,
     )
 
 

@@ -3,46 +3,11 @@
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
-EXTENSIONS = {
-    ".py": "python",
-    ".pyi": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".jsx": "javascript",
-    ".ts": "typescript",
-    ".mts": "typescript",
-    ".cts": "typescript",
-    ".tsx": "tsx",
-    ".go": "go",
-    ".rs": "rust",
-    ".java": "java",
-    ".c": "c",
-    ".h": "c",
-    ".cc": "cpp",
-    ".cpp": "cpp",
-    ".cxx": "cpp",
-    ".hpp": "cpp",
-    ".hh": "cpp",
-    ".hxx": "cpp",
-}
-PROSE = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text"}
-CONFIG = {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml", ".lock"}
-_GRAMMARS = {
-    "python": ("tree_sitter_python", "language"),
-    "javascript": ("tree_sitter_javascript", "language"),
-    "typescript": ("tree_sitter_typescript", "language_typescript"),
-    "tsx": ("tree_sitter_typescript", "language_tsx"),
-    "go": ("tree_sitter_go", "language"),
-    "rust": ("tree_sitter_rust", "language"),
-    "java": ("tree_sitter_java", "language"),
-    "c": ("tree_sitter_c", "language"),
-    "cpp": ("tree_sitter_cpp", "language"),
-}
+from copilot_cli.core.syntax import CONFIG, EXTENSIONS, PROSE, grammar, parser_for  # noqa: F401
+
 # node type -> entity kind
 ENTITIES: dict[str, str] = {
     "function_definition": "function",
@@ -118,25 +83,11 @@ class Entity:
 
 
 @functools.cache
-def _language(language: str) -> Any | None:
-    spec = _GRAMMARS.get(language)
-    if spec is None:
-        return None
-    try:
-        from tree_sitter import Language
-
-        module = importlib.import_module(spec[0])
-        return Language(getattr(module, spec[1])())
-    except (ImportError, AttributeError, ValueError):
-        return None
-
-
-@functools.cache
 def _query(language: str, types: tuple[str, ...]) -> Any | None:
     """A query capturing every node of `types` that the grammar knows (run in C, fast)."""
     from tree_sitter import Query
 
-    lang = _language(language)
+    lang = grammar(language)
     if lang is None:
         return None
     valid = []
@@ -170,21 +121,6 @@ def entities_fast(language: str, root: Any) -> list[Entity]:
     """Named entities found with a tree-sitter query (instead of a Python tree walk)."""
     found = [entity_of(node) for node in captures(language, root, tuple(sorted(ENTITIES)))]
     return sorted((e for e in found if e is not None), key=lambda e: (e.start, -e.end))
-
-
-@functools.cache
-def parser_for(language: str) -> Any | None:
-    """A tree-sitter parser for `language`, or None when its grammar package is missing."""
-    spec = _GRAMMARS.get(language)
-    if spec is None:
-        return None
-    try:
-        from tree_sitter import Language, Parser
-
-        module = importlib.import_module(spec[0])
-        return Parser(Language(getattr(module, spec[1])()))
-    except (ImportError, AttributeError, ValueError):
-        return None
 
 
 def entity_name(node: Any) -> str | None:

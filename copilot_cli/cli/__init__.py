@@ -11,6 +11,7 @@ from copilot_cli.cli.chunk import chunk_command
 from copilot_cli.cli.common import option, set_debug
 from copilot_cli.cli.kv import inspect_command, prefill_kv_command
 from copilot_cli.cli.model_info import model_info
+from copilot_cli.cli.prune import prune_command
 from copilot_cli.cli.quant import quantize_command
 from copilot_cli.cli.regress import regress_command
 from copilot_cli.cli.templates import compile_templates_command, render_command
@@ -53,6 +54,7 @@ app.command("prefill-kv")(prefill_kv_command)
 app.command("inspect")(inspect_command)
 app.command("quantize")(quantize_command)
 app.command("chunk")(chunk_command)
+app.command("prune")(prune_command)
 app.command("regress")(regress_command)
 
 

@@ -24,7 +24,7 @@ from copilot_cli.regress.baseline import Baseline, BaselineWriter
 from copilot_cli.regress.cases import Case, build_cases, cases_hash
 from copilot_cli.regress.gate import Thresholds, verdict
 from copilot_cli.regress.textmetrics import bleu4, levenshtein
-from copilot_cli.regress.variants import VariantSpec, applied, degrade_cache
+from copilot_cli.regress.variants import VariantSpec, applied, degrade_cache, prune_options
 
 NULL_CONTROL = VariantSpec(name="null-control", components=())
 
@@ -168,6 +168,7 @@ class _Runner:
         self.device = next(self.model.parameters()).device
         self.forward_seconds = 0.0
         self.metric_seconds = 0.0
+        self._pruned: dict[tuple[str, str], tuple[list[int], int]] = {}
 
     def _tensor(self, ids: tuple[int, ...] | list[int]) -> torch.Tensor:
         return torch.tensor([list(ids)], device=self.device)
@@ -192,11 +193,28 @@ class _Runner:
         degrade_cache(cache, spec.kind("kv-dtype").arg)
         return cache
 
+    def _pruned_sequence(self, spec: VariantSpec, case: Case) -> tuple[list[int], int]:
+        """(pruned context ids + continuation ids, index where the continuation starts)."""
+        from copilot_cli.core.tokens import prompt_ids
+        from copilot_cli.prune import prune
+
+        key = (spec.name, case.id)
+        if key not in self._pruned:
+            context = self.tokenizer.decode(list(case.ids[: case.split]), skip_special_tokens=True)
+            options = prune_options(spec.kind("prune").arg)
+            text = prune(context, self.model, self.tokenizer, **options).text
+            ids = prompt_ids(self.tokenizer, text)
+            self._pruned[key] = (ids + list(case.ids[case.split :]), len(ids))
+        return self._pruned[key]
+
     @torch.no_grad()
     def variant_logits(self, spec: VariantSpec, case: Case) -> torch.Tensor:
         started = time.perf_counter()
         with applied(spec, self.model, self.tokenizer):
-            if spec.case_set == "prompts":
+            if spec.kind("prune") is not None:
+                sequence, start = self._pruned_sequence(spec, case)
+                logits = self.model(self._tensor(sequence)).logits[0, start:-1]
+            elif spec.case_set == "prompts":
                 logits = self.model(self._tensor(case.ids)).logits[0, case.split : -1]
             else:
                 cache = self._cache_for(spec, case, case.split)
@@ -220,6 +238,14 @@ class _Runner:
             "attention_mask": torch.ones_like(ids),
         }
         started = time.perf_counter()
+        if spec is not None and spec.kind("prune") is not None:
+            sequence, start = self._pruned_sequence(spec, case)
+            prompt = self._tensor(sequence[: start + len(case.ids) - case.split])
+            kwargs["attention_mask"] = torch.ones_like(prompt)
+            with applied(spec, self.model, self.tokenizer):
+                out = self.model.generate(prompt, **kwargs)
+            self.forward_seconds += time.perf_counter() - started
+            return out[0, prompt.shape[1] :].tolist()
         if spec is None or spec.case_set == "prompts":
             with applied(spec or NULL_CONTROL, self.model, self.tokenizer):
                 out = self.model.generate(ids, **kwargs)

@@ -5,7 +5,8 @@ Kinds:
     kv=DIR             prefill-kv's caches: the prefix comes from the stored KV
     kv-dtype=DTYPE     the prompt's own KV cache stored as float16, bfloat16 or int8 (per token
                        and head, absmax scales) and read back before continuing
-    prune=OPTIONS      (added when prune lands)
+    prune=OPTIONS      the first half of each prompt compressed by prune (OPTIONS: a rate such
+                       as 0.5, or rate:0.5,method:hybrid), the second half scored
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 
 from copilot_cli.core.errors import InputError
 
-KINDS = ("quant", "kv", "kv-dtype")
+KINDS = ("quant", "kv", "kv-dtype", "prune")
 KV_DTYPES = ("float16", "bfloat16", "int8")
 
 
@@ -46,7 +47,7 @@ class VariantSpec:
         kv = self.kind("kv")
         if kv is not None:
             return f"kv:{kv.arg}"
-        if self.kind("kv-dtype") is not None:
+        if self.kind("kv-dtype") is not None or self.kind("prune") is not None:
             return "split"
         return "prompts"
 
@@ -77,12 +78,16 @@ def parse_variant(text: str, kinds: tuple[str, ...] = KINDS) -> VariantSpec:
             raise InputError(f"{kind} needs a value ({kind}=...)", where="--variant")
         if kind == "kv-dtype" and arg not in KV_DTYPES:
             raise InputError(f"kv-dtype must be one of {', '.join(KV_DTYPES)}", where="--variant")
+        if kind == "prune":
+            prune_options(arg)
         if kind in ("quant", "kv") and not Path(arg).exists():
             raise InputError(f"{kind} artifact does not exist", where=arg)
         components.append(Component(kind, arg))
     seen = [c.kind for c in components]
     if len(set(seen)) != len(seen):
         raise InputError(f"a kind appears twice in {text!r}", where="--variant")
+    if "prune" in seen and ("kv" in seen or "kv-dtype" in seen):
+        raise InputError("prune cannot be combined with kv or kv-dtype", where="--variant")
     if "kv" in seen and "kv-dtype" in seen:
         raise InputError("kv and kv-dtype cannot be combined", where="--variant")
     if not name:
@@ -137,3 +142,30 @@ def applied(spec: VariantSpec, model: Any, tokenizer: Any) -> Iterator[None]:
     finally:
         model.set_input_embeddings(original_in)
         model.set_output_embeddings(original_out)
+
+
+def prune_options(arg: str) -> dict[str, Any]:
+    """`0.5` or `rate:0.5,method:ewma` -> keyword arguments of copilot_cli.prune.prune."""
+    from copilot_cli.prune import METHODS
+
+    options: dict[str, Any] = {}
+    for item in arg.split(","):
+        key, sep, value = item.partition(":")
+        if not sep:
+            key, value = "rate", key
+        try:
+            if key == "rate":
+                options["rate"] = float(value)
+                if not 0 < options["rate"] <= 1:
+                    raise ValueError
+            elif key == "method" and value in METHODS:
+                options["method"] = value
+            else:
+                raise ValueError
+        except ValueError:
+            raise InputError(
+                f"prune options {arg!r}: use a rate in (0, 1] and method:{'|'.join(METHODS)}",
+                where="--variant",
+            ) from None
+    options.setdefault("rate", 0.5)
+    return options

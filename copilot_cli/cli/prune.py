@@ -1,0 +1,94 @@
+"""`copilot-opt prune`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, stderr_console
+from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.core import progress
+from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.errors import InputError
+from copilot_cli.core.models import load_model
+from copilot_cli.prune import PruneOptions, prune
+
+
+def _read(source: str) -> str:
+    where = "stdin" if source == "-" else source
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except FileNotFoundError:
+        raise InputError("file does not exist", where=where) from None
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", where=where) from exc
+    if b"\0" in data[:8192]:
+        raise InputError("binary input (NUL bytes); prune takes text", where=where)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", where=where) from exc
+
+
+@handle_errors
+def prune_command(
+    input_path: Annotated[str, typer.Argument(metavar="INPUT", help="Text file, or - for stdin.")],
+    model: ModelOpt = "",
+    rate: Annotated[float | None, option("--rate", help="Share of tokens kept, in (0, 1].")] = None,
+    target_tokens: Annotated[
+        int | None, option("--target-tokens", help="Keep about this many tokens.")
+    ] = None,
+    method: Annotated[
+        str, option("--method", help="entropy, attention, hybrid or ewma.")
+    ] = "hybrid",
+    protect: Annotated[
+        list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
+    ] = None,
+    language: Annotated[
+        str | None, option("--language", help="python or text (default: detect).")
+    ] = None,
+    out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
+    device: DeviceOpt = "cpu",
+    allow_download: AllowDownloadOpt = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Compress a prompt or context file, keeping protected spans and code validity."""
+    options = PruneOptions(
+        rate=rate,
+        target_tokens=target_tokens,
+        method=method,
+        protect=tuple(protect or ()),
+        language=language,
+    )
+    text = _read(input_path)
+    if not text.strip():
+        raise InputError("empty input", where=input_path)
+    with progress.progress("loading model"):
+        loaded = load_model(model_spec(model, device, "auto", allow_download))
+    with progress.progress("scoring tokens"):
+        result = prune(
+            text,
+            loaded.model,
+            loaded.tokenizer,
+            rate=options.rate,
+            target_tokens=options.target_tokens,
+            method=options.method,
+            protect=options.protect,
+            language=options.language,
+        )
+    if out is not None:
+        write_bytes(out, result.text.encode("utf-8"))
+    if json_output:
+        print_json(result.to_dict())
+        return
+    if out is None:
+        sys.stdout.write(result.text)
+    stderr_console.print(
+        f"{result.original_tokens} -> {result.kept_tokens} tokens "
+        f"({result.achieved_rate:.1%}, {result.mode})"
+        + ("" if result.parses is None else f", parses: {'yes' if result.parses else 'NO'}"),
+        highlight=False,
+    )

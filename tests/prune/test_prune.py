@@ -1,0 +1,155 @@
+"""prune on the shipped model: rate control, protected spans, code validity, CLI bad input."""
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from copilot_cli.cli import app
+from copilot_cli.core.errors import InputError
+from copilot_cli.core.models import ModelSpec, load_model
+from copilot_cli.core.syntax import parses
+from copilot_cli.prune import prune
+from copilot_cli.prune.pruner import word_units
+
+REPO = Path(__file__).resolve().parents[2]
+PROSE = (REPO / "sample_data" / "repo" / "docs" / "architecture.md").read_text()
+CODE = (REPO / "sample_data" / "repo" / "src" / "kvstore" / "ttl_cache.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_model(ModelSpec())
+
+
+@pytest.mark.parametrize("method", ["entropy", "attention", "hybrid", "ewma"])
+@pytest.mark.parametrize("rate", [0.5, 0.33])
+def test_rate_is_met_within_5_percent(shipped, method, rate):
+    result = prune(PROSE, shipped.model, shipped.tokenizer, rate=rate, method=method)
+    assert result.original_tokens >= 200
+    assert abs(result.achieved_rate - rate) <= 0.05 * rate
+    assert (
+        len(shipped.tokenizer(result.text, add_special_tokens=False).input_ids)
+        == result.kept_tokens
+    )
+
+
+def test_protected_spans_survive_whole(shipped):
+    text = (
+        "The cache never evicts the entry it is inserting, so a value larger than 1024 "
+        "bytes is not stored. Dr. Ada Lovelace reviewed it in New York; see `LRUCache.put` "
+        "and max_entries. The TICKET-4711 marker must stay. "
+    ) * 3
+    result = prune(text, shipped.model, shipped.tokenizer, rate=0.4, protect=(r"TICKET-\d+",))
+    for span in (
+        "never",
+        "not",
+        "1024",
+        "Ada Lovelace",
+        "New York",
+        "`LRUCache.put`",
+        "max_entries",
+        "TICKET-4711",
+    ):
+        assert text.count(span) == result.text.count(span), span
+
+
+def test_words_are_removed_whole(shipped):
+    result = prune(PROSE, shipped.model, shipped.tokenizer, rate=0.5)
+    original_words = set(re.findall(r"[A-Za-z]+", PROSE))
+    assert set(re.findall(r"[A-Za-z]+", result.text)) <= original_words
+
+
+def test_code_still_parses(shipped):
+    assert parses(CODE, "python")
+    for rate in (0.7, 0.5, 0.33):
+        result = prune(CODE, shipped.model, shipped.tokenizer, rate=rate)
+        assert result.parses and parses(result.text, "python")
+        assert abs(result.achieved_rate - rate) <= 0.05 * rate
+
+
+def test_long_inputs_are_windowed_and_deterministic(shipped):
+    text = PROSE * 6  # longer than the model's 2048-token context
+    first = prune(text, shipped.model, shipped.tokenizer, rate=0.5, window=256, overlap=64)
+    second = prune(text, shipped.model, shipped.tokenizer, rate=0.5, window=256, overlap=64)
+    assert first.original_tokens > 2048
+    assert first.text == second.text
+
+
+def test_word_units_cover_all_tokens(shipped):
+    encoding = shipped.tokenizer.backend_tokenizer.encode(PROSE, add_special_tokens=False)
+    units = word_units(PROSE, list(encoding.offsets))
+    assert units[0][0] == 0 and units[-1][1] == len(encoding.ids)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(units))
+
+
+def test_bad_options():
+    from copilot_cli.prune import PruneOptions
+
+    with pytest.raises(InputError, match="--rate"):
+        PruneOptions(rate=1.5)
+    with pytest.raises(InputError, match="--rate"):
+        PruneOptions()
+    with pytest.raises(InputError, match="--method"):
+        PruneOptions(rate=0.5, method="magic")
+    with pytest.raises(InputError, match=r"\(\[a-"):
+        PruneOptions(rate=0.5, protect=("([a-",))
+
+
+def test_cli(runner, tmp_path):
+    source = tmp_path / "in.py"
+    source.write_text(CODE)
+    result = runner.invoke(app, ["prune", str(source), "--rate", "0.5", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["parses"] is True and payload["removed_spans"]
+    result = runner.invoke(app, ["prune", str(source), "--rate", "0.5", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 0 and parses((tmp_path / "o").read_text(), "python")
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (b"", ["--rate", "0.5"], "empty"),
+        (b"text here", ["--rate", "0"], "--rate"),
+        (b"text here", ["--rate", "1.5"], "--rate"),
+        (b"\x89PNG\x00\x00binary", ["--rate", "0.5"], "binary"),
+        (b"text here", ["--rate", "0.5", "--protect", "(unclosed"], "(unclosed"),
+    ],
+)
+def test_cli_bad_input_exit_2(runner, tmp_path, content, args, message):
+    source = tmp_path / "in.txt"
+    source.write_bytes(content)
+    result = runner.invoke(app, ["prune", str(source), *args])
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_regress_prune_variant(runner, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    lines = (REPO / "sample_data" / "prompts.jsonl").read_text().splitlines()[:4]
+    prompts.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(
+        app,
+        [
+            "regress",
+            "--prompts",
+            str(prompts),
+            "-v",
+            "p=prune=rate:0.5,method:hybrid",
+            "--gen-tokens",
+            "2",
+            "--max-mean-kl",
+            "10",
+            "--min-same-top1",
+            "0",
+            "--max-prompt-kl",
+            "100",
+            "--json",
+            "-",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["variants"][0]["summary"]["kl_mean"] > 0
