@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from copilot_cli import __version__
+from copilot_cli.cli.build import build_command
 from copilot_cli.cli.chunk import chunk_command
 from copilot_cli.cli.common import option, set_debug
 from copilot_cli.cli.kv import inspect_command, prefill_kv_command
@@ -56,6 +57,7 @@ app.command("quantize")(quantize_command)
 app.command("chunk")(chunk_command)
 app.command("prune")(prune_command)
 app.command("regress")(regress_command)
+app.command("build")(build_command)
 
 
 def main() -> None:

@@ -1,0 +1,44 @@
+"""`copilot-opt build`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from rich.table import Table
+
+from copilot_cli.build import BuildOptions, run_build
+from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, stdout_console
+from copilot_cli.core import progress
+from copilot_cli.core.errors import CheckFailed
+
+
+@handle_errors
+def build_command(
+    config: Annotated[Path, option("--config", "-c", help="Pipeline config.")] = Path(
+        "copilot-opt.yaml"
+    ),
+    out: Annotated[Path, option("--out", "-o", help="Output folder.")] = Path("build"),
+    force: Annotated[bool, option("--force", help="Rebuild every step.")] = False,
+    dry_run: Annotated[bool, option("--dry-run", help="Print the plan; change nothing.")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Run compile-templates, prefill-kv, chunk, quantize and regress; skip what did not change."""
+    options = BuildOptions(config=config, out=out, force=force, dry_run=dry_run)
+    with progress.progress("building"):
+        result = run_build(options)
+    if json_output:
+        print_json(result.to_dict())
+    else:
+        table = Table(title=("plan" if dry_run else "build") + f" {out}", title_justify="left")
+        for column in ("step", "action", "why", "seconds"):
+            table.add_column(column)
+        for step in result.steps:
+            table.add_row(
+                step.name, step.action, step.reason, f"{step.seconds:.2f}" if step.seconds else ""
+            )
+        stdout_console.print(table)
+        if result.verdict:
+            stdout_console.print(f"regress verdict: {result.verdict}; manifest: {result.manifest}")
+    if result.verdict == "fail":
+        raise CheckFailed("regress found a regression (see build/reports/regress.html)")

@@ -1,0 +1,169 @@
+"""build: the whole pipeline, incremental, locked, resumable, with clear config errors."""
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from copilot_cli.build import BuildOptions, run_build
+from copilot_cli.build.lock import build_lock
+from copilot_cli.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _project(tmp_path: Path, **overrides) -> Path:
+    shutil.copytree(REPO / "templates", tmp_path / "templates")
+    (tmp_path / "repo").mkdir()
+    for name in ("lru.py", "ttl_cache.py", "protocol.py"):
+        shutil.copy(REPO / "sample_data/repo/src/kvstore" / name, tmp_path / "repo" / name)
+    lines = (REPO / "sample_data/prompts.jsonl").read_text().splitlines()
+    (tmp_path / "prompts.jsonl").write_text("\n".join(lines[::6]) + "\n")
+    regress = {
+        "prompts": "prompts.jsonl",
+        "gen_tokens": 2,
+        "max_tokens": 64,
+        "thresholds": {"min_same_top1": 0.9},
+    }
+    regress.update(overrides.pop("regress", {}))
+    config = {
+        "templates": "templates",
+        "repositories": ["repo"],
+        "regress": regress,
+        "chunk": {"max_tokens": 128},
+        **overrides,
+    }
+    import yaml
+
+    (tmp_path / "copilot-opt.yaml").write_text(yaml.safe_dump(config))
+    return tmp_path / "copilot-opt.yaml"
+
+
+def _steps(result):
+    return {s.name: s for s in result.steps}
+
+
+def test_build_then_rebuild_does_no_model_work(tmp_path, monkeypatch):
+    config = _project(tmp_path)
+    first = run_build(BuildOptions(config, tmp_path / "build"))
+    assert first.verdict == "pass"
+    assert {s.action for s in first.steps} == {"ran"}
+    manifest = json.loads((tmp_path / "build" / "build-manifest.json").read_text())
+    for name, step in manifest["steps"].items():
+        assert step["inputs_hash"] and step["outputs"] and step["seconds"] >= 0, name
+    assert manifest["verdict"] == "pass"
+    assert (tmp_path / "build" / "reports" / "regress.html").exists()
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("an unchanged build loaded the model")
+
+    monkeypatch.setattr("copilot_cli.core.models.load_model", no_model)
+    second = run_build(BuildOptions(config, tmp_path / "build"))
+    assert {s.action for s in second.steps} == {"skipped"} and second.verdict == "pass"
+
+
+def test_changing_one_template_recomputes_only_its_prefix(tmp_path):
+    config = _project(tmp_path)
+    run_build(BuildOptions(config, tmp_path / "build"))
+    target = tmp_path / "templates" / "sql_to_python.j2"
+    target.write_text(target.read_text().replace("Keep NULL semantics", "Keep SQL NULL semantics"))
+    plan = _steps(run_build(BuildOptions(config, tmp_path / "build", dry_run=True)))
+    assert plan["compile-templates"].action == "run"
+    assert "templates" in plan["compile-templates"].reason
+    assert plan["chunk:repo"].action == "skip"
+    # the templates are part of quantize's default frequency corpus: it depends on them too
+    assert plan["quantize"].action == "run" and "corpus" in plan["quantize"].reason
+    result = _steps(run_build(BuildOptions(config, tmp_path / "build")))
+    assert result["compile-templates"].summary["recompiled"] == 1
+    kv = result["prefill-kv"].summary
+    assert 0 < kv["computed_tokens"] < kv["distinct_tokens"] / 2
+    assert result["chunk:repo"].action == "skipped"
+    assert result["regress"].action == "ran"
+
+
+def test_failing_step_keeps_the_last_good_state(tmp_path, runner):
+    config = _project(
+        tmp_path,
+        regress={"enabled": False},
+        prefill_kv={"enabled": False},
+        quantize={"enabled": False},
+    )
+    run_build(BuildOptions(config, tmp_path / "build"))
+    before = (tmp_path / "build" / "build-manifest.json").read_bytes()
+    bundle_before = (tmp_path / "build" / "templates" / "manifest.json").read_bytes()
+    (tmp_path / "templates" / "broken.j2").write_text(
+        "---\nname: b\ndescription: d\nversion: 1\ninputs: {}\n---\n{{ x "
+    )
+    result = runner.invoke(app, ["build", "-c", str(config), "-o", str(tmp_path / "build")])
+    assert result.exit_code == 2 and "broken.j2" in result.stderr
+    assert (tmp_path / "build" / "build-manifest.json").read_bytes() == before
+    assert (tmp_path / "build" / "templates" / "manifest.json").read_bytes() == bundle_before
+
+
+def test_regression_exits_1(tmp_path, runner):
+    config = _project(
+        tmp_path, regress={"thresholds": {"max_mean_kl": 1e-15}}, chunk={"enabled": False}
+    )
+    result = runner.invoke(app, ["build", "-c", str(config), "-o", str(tmp_path / "build")])
+    assert result.exit_code == 1 and "regression" in result.stderr
+    manifest = json.loads((tmp_path / "build" / "build-manifest.json").read_text())
+    assert manifest["verdict"] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("templates: templates\nunknown_key: 1\n", "unknown key 'unknown_key'"),
+        ("templates: templates\nchunk:\n  max_tokens: lots\n", "chunk.max_tokens"),
+        ("templates: nowhere\n", "templates: "),
+    ],
+)
+def test_bad_config_exit_2_naming_the_key(tmp_path, runner, text, message):
+    config = _project(tmp_path)
+    config.write_text(text)
+    result = runner.invoke(app, ["build", "-c", str(config), "-o", str(tmp_path / "build")])
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_bad_config_names_the_line(tmp_path, runner):
+    config = _project(tmp_path)
+    config.write_text("templates: templates\nquantize:\n  bits: 3\n")
+    result = runner.invoke(app, ["build", "-c", str(config), "-o", str(tmp_path / "build")])
+    assert result.exit_code == 2 and "quantize.bits" in result.stderr and ":3" in result.stderr
+
+
+def test_a_second_build_on_the_same_folder_is_refused(tmp_path, runner):
+    config = _project(tmp_path)
+    with build_lock(tmp_path / "build"):
+        result = runner.invoke(app, ["build", "-c", str(config), "-o", str(tmp_path / "build")])
+    assert result.exit_code == 2 and "another build" in result.stderr
+
+
+def test_interrupted_build_resumes_from_finished_steps(tmp_path):
+    config = _project(tmp_path, regress={"gen_tokens": 64})
+    out = tmp_path / "build"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "copilot_cli", "build", "-c", str(config), "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    manifest = out / "build-manifest.json"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if manifest.exists() and "quantize" in json.loads(manifest.read_text())["steps"]:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode in (130, 0)
+    finished = set(json.loads(manifest.read_text())["steps"])
+    assert {"compile-templates", "prefill-kv", "quantize"} <= finished
+    resumed = _steps(run_build(BuildOptions(config, out)))
+    for name in ("compile-templates", "prefill-kv", "quantize", "chunk:repo"):
+        assert resumed[name].action == "skipped", name
+    assert resumed["regress"].action == ("ran" if proc.returncode == 130 else "skipped")
