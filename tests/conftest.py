@@ -6,11 +6,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from copilot_cli.core.models import SHIPPED_MODEL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests explore the same examples on every run: CI results do not depend on luck.
+settings.register_profile("deterministic", derandomize=True, deadline=None)
+settings.load_profile("deterministic")
 
 
 @pytest.fixture(autouse=True)
