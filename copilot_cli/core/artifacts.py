@@ -127,3 +127,46 @@ def save_safetensors(
     """Atomically and deterministically write a safetensors file with encoded metadata."""
     with atomic_write(path) as handle:
         write_safetensors(handle, tensors, encode_metadata(metadata))
+
+
+def check_header(
+    metadata: Mapping[str, Any],
+    *,
+    where: str,
+    fmt: str,
+    version: int,
+    model_fingerprint: str | None = None,
+    tokenizer_fingerprint: str | None = None,
+) -> None:
+    """Refuse an artifact of another format or version, or made for another model/tokenizer.
+
+    Works for safetensors metadata (values are strings) and JSON manifests alike.
+    """
+    from copilot_cli.core.errors import FingerprintMismatch
+
+    if metadata.get("format") != fmt:
+        raise ArtifactError(f"format is {metadata.get('format')!r}, expected {fmt!r}", where=where)
+    if str(metadata.get("format_version")) != str(version):
+        raise ArtifactError(
+            f"format_version {metadata.get('format_version')!r} is not "
+            f"supported (this copilot-opt reads {version})",
+            where=where,
+        )
+    for what, expected in (("model", model_fingerprint), ("tokenizer", tokenizer_fingerprint)):
+        found = metadata.get(f"{what}_fingerprint")
+        if expected and found != expected:
+            raise FingerprintMismatch(what, expected=expected, found=str(found or "?"), where=where)
+
+
+def read_json_artifact(path: Path, *, fmt: str, version: int, what: str) -> dict[str, Any]:
+    """Read a JSON manifest/index and check its format and version."""
+    if not path.is_file():
+        raise ArtifactError(f"not a {what} (no {path.name})", where=str(path.parent))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ArtifactError(f"{path.name} is not valid JSON ({exc})", where=str(path)) from exc
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{path.name} is not a JSON object", where=str(path))
+    check_header(data, where=str(path), fmt=fmt, version=version)
+    return data

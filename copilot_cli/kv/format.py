@@ -12,7 +12,6 @@ and metadata naming everything needed to refuse a wrong use (see docs/formats.md
 from __future__ import annotations
 
 import hashlib
-import json
 import mmap
 import struct
 from dataclasses import dataclass
@@ -23,8 +22,14 @@ import torch
 import xxhash
 
 from copilot_cli import __version__
-from copilot_cli.core.artifacts import decode_metadata, encode_metadata, save_safetensors
-from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
+from copilot_cli.core.artifacts import (
+    check_header,
+    decode_metadata,
+    encode_metadata,
+    read_json_artifact,
+    save_safetensors,
+)
+from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.safetensors_io import read_header, tensor_bytes
 
 SEGMENT_FORMAT = "copilot-opt.kv-segment"
@@ -173,28 +178,14 @@ def check_metadata(
     geometry: ModelGeometry | None,
 ) -> None:
     """Refuse a segment of another format, version, model, tokenizer or shape."""
-    if metadata.get("format") != SEGMENT_FORMAT:
-        raise ArtifactError(f"not a KV segment (format {metadata.get('format')!r})", where=where)
-    if metadata.get("format_version") != str(FORMAT_VERSION):
-        raise ArtifactError(
-            f"format_version {metadata.get('format_version')!r} is not "
-            f"supported (this copilot-opt reads {FORMAT_VERSION})",
-            where=where,
-        )
-    if model_fingerprint and metadata.get("model_fingerprint") != model_fingerprint:
-        raise FingerprintMismatch(
-            "model",
-            expected=model_fingerprint,
-            found=metadata.get("model_fingerprint", "?"),
-            where=where,
-        )
-    if tokenizer_fingerprint and metadata.get("tokenizer_fingerprint") != tokenizer_fingerprint:
-        raise FingerprintMismatch(
-            "tokenizer",
-            expected=tokenizer_fingerprint,
-            found=metadata.get("tokenizer_fingerprint", "?"),
-            where=where,
-        )
+    check_header(
+        metadata,
+        where=where,
+        fmt=SEGMENT_FORMAT,
+        version=FORMAT_VERSION,
+        model_fingerprint=model_fingerprint,
+        tokenizer_fingerprint=tokenizer_fingerprint,
+    )
     if geometry is not None:
         layers = int(metadata.get("num_layers", -1))
         if layers != geometry.num_layers:
@@ -268,21 +259,6 @@ def _view(buffer: mmap.mmap, base: int, entry: dict[str, Any], where: str) -> to
 
 
 def read_index(kv_dir: Path) -> dict[str, Any]:
-    path = kv_dir / INDEX
-    if not path.is_file():
-        raise ArtifactError("not a KV cache folder (no index.json)", where=str(kv_dir))
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ArtifactError(f"index.json is not valid JSON ({exc})", where=str(path)) from exc
-    if index.get("format") != INDEX_FORMAT:
-        raise ArtifactError(
-            f"format is {index.get('format')!r}, expected {INDEX_FORMAT!r}", where=str(path)
-        )
-    if index.get("format_version") != FORMAT_VERSION:
-        raise ArtifactError(
-            f"format_version {index.get('format_version')!r} is not supported "
-            f"(this copilot-opt reads {FORMAT_VERSION})",
-            where=str(path),
-        )
-    return index
+    return read_json_artifact(
+        kv_dir / INDEX, fmt=INDEX_FORMAT, version=FORMAT_VERSION, what="KV cache folder"
+    )

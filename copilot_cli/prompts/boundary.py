@@ -26,12 +26,11 @@ def _char_end_of_token(tokenizer: Any, text: str, count: int) -> int:
     """Character offset where the first `count` tokens of `text` (no specials) end."""
     if count <= 0:
         return 0
-    try:
-        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)[
-            "offset_mapping"
-        ]
-    except (NotImplementedError, TypeError, KeyError):
-        return text.rfind("\n", 0, max(0, len(text) - 1)) + 1  # slow tokenizers: cut a line
+    if not getattr(tokenizer, "is_fast", False):  # no offsets: cut at the previous line
+        return text.rfind("\n", 0, max(0, len(text) - 1)) + 1
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)[
+        "offset_mapping"
+    ]
     return offsets[min(count, len(offsets)) - 1][1]
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import marshal
 import sys
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from typing import Any
 import jinja2
 import jsonschema
 
-from copilot_cli.core.artifacts import sha256_bytes, sha256_text, write_bytes
+from copilot_cli.core.artifacts import read_json_artifact, sha256_bytes, sha256_text, write_bytes
 from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.core.fingerprints import cache_dir
 from copilot_cli.prompts.chat import chat_environment, chat_variables, split_messages
@@ -252,24 +251,9 @@ class PromptBundle:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        raise ArtifactError("not a prompt bundle (no manifest.json)", where=str(path))
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ArtifactError(f"manifest.json is not valid JSON ({exc})", where=str(path)) from exc
-    if manifest.get("format") != FORMAT:
-        raise ArtifactError(
-            f"format is {manifest.get('format')!r}, expected {FORMAT!r}", where=str(manifest_path)
-        )
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ArtifactError(
-            f"format_version {manifest.get('format_version')!r} is not supported (this "
-            f"copilot-opt reads version {FORMAT_VERSION})",
-            where=str(manifest_path),
-        )
-    return manifest
+    return read_json_artifact(
+        path / MANIFEST, fmt=FORMAT, version=FORMAT_VERSION, what="prompt bundle"
+    )
 
 
 def load_bundle(path: Path | str) -> PromptBundle:

@@ -18,8 +18,8 @@ import xxhash
 from safetensors import safe_open
 
 from copilot_cli import __version__
-from copilot_cli.core.artifacts import save_safetensors
-from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
+from copilot_cli.core.artifacts import check_header, save_safetensors
+from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.safetensors_io import read_header, tensor_bytes
 from copilot_cli.quant.scheme import QuantizedTable
 
@@ -68,30 +68,14 @@ def read(
     if not path.is_file():
         raise ArtifactError("no quantized embeddings here", where=where)
     _, metadata = read_header(path)
-    if metadata.get("format") != FORMAT:
-        raise ArtifactError(
-            f"format is {metadata.get('format')!r}, expected {FORMAT!r}", where=where
-        )
-    if metadata.get("format_version") != str(FORMAT_VERSION):
-        raise ArtifactError(
-            f"format_version {metadata.get('format_version')!r} is not "
-            f"supported (this copilot-opt reads {FORMAT_VERSION})",
-            where=where,
-        )
-    if model_fingerprint and metadata.get("model_fingerprint") != model_fingerprint:
-        raise FingerprintMismatch(
-            "model",
-            expected=model_fingerprint,
-            found=metadata.get("model_fingerprint", "?"),
-            where=where,
-        )
-    if tokenizer_fingerprint and metadata.get("tokenizer_fingerprint") != tokenizer_fingerprint:
-        raise FingerprintMismatch(
-            "tokenizer",
-            expected=tokenizer_fingerprint,
-            found=metadata.get("tokenizer_fingerprint", "?"),
-            where=where,
-        )
+    check_header(
+        metadata,
+        where=where,
+        fmt=FORMAT,
+        version=FORMAT_VERSION,
+        model_fingerprint=model_fingerprint,
+        tokenizer_fingerprint=tokenizer_fingerprint,
+    )
     tensors: dict[str, torch.Tensor] = {}
     with safe_open(str(path), framework="pt") as handle:
         for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping

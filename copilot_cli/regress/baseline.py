@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from copilot_cli.core.artifacts import decode_metadata, save_safetensors
-from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
+from copilot_cli.core.artifacts import check_header, decode_metadata, save_safetensors
+from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.core.safetensors_io import read_header
 
 FORMAT = "copilot-opt.regress-baseline"
@@ -90,30 +90,14 @@ class Baseline:
         if not path.is_file():
             raise InputError("baseline file does not exist", where=where)
         _, metadata = read_header(path)
-        if metadata.get("format") != FORMAT:
-            raise ArtifactError(
-                f"not a regress baseline (format {metadata.get('format')!r})", where=where
-            )
-        if metadata.get("format_version") != str(FORMAT_VERSION):
-            raise ArtifactError(
-                f"format_version {metadata.get('format_version')!r} is not "
-                f"supported (this copilot-opt reads {FORMAT_VERSION})",
-                where=where,
-            )
-        if metadata.get("model_fingerprint") != model_fingerprint:
-            raise FingerprintMismatch(
-                "model",
-                expected=model_fingerprint,
-                found=metadata.get("model_fingerprint", "?"),
-                where=where,
-            )
-        if metadata.get("tokenizer_fingerprint") != tokenizer_fingerprint:
-            raise FingerprintMismatch(
-                "tokenizer",
-                expected=tokenizer_fingerprint,
-                found=metadata.get("tokenizer_fingerprint", "?"),
-                where=where,
-            )
+        check_header(
+            metadata,
+            where=where,
+            fmt=FORMAT,
+            version=FORMAT_VERSION,
+            model_fingerprint=model_fingerprint,
+            tokenizer_fingerprint=tokenizer_fingerprint,
+        )
         if metadata.get("prompts_hash") != prompts_hash:
             raise ArtifactError(
                 "made for other prompts (prompts hash differs): save a new "
