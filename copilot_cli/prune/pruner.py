@@ -3,8 +3,8 @@
 Methods (all rank-based, so scores of different scales combine):
     entropy    self-information −log p(x_t | x_<t): keep what the model could not predict
     attention  attention mass the token receives from later tokens (position-corrected)
-    hybrid     0.5 × rank(self-information) + 0.35 × rank(attention × (1 − normalised
-               predictive entropy), the seed's importance formula) + 0.15 × relative position
+    hybrid     0.35 × rank(self-information) + 0.25 × rank(attention × (1 − normalised
+               predictive entropy), the seed's importance formula) + 0.4 × relative position
                (text nearest the point of generation matters most to the continuation)
     ewma       hybrid divided by its EWMA-smoothed running level (α = 0.95): keep tokens that
                stand out from their neighbourhood; without a rate, keep those above 1.2× it
@@ -99,7 +99,7 @@ def importance(scores: TokenScores, method: str) -> torch.Tensor:
     if method == "attention":
         return _ranks(scores.attention)
     recency = torch.arange(len(surprisal), dtype=torch.float64) / max(len(surprisal) - 1, 1)
-    hybrid = 0.5 * surprisal + 0.35 * attention + 0.15 * recency
+    hybrid = 0.35 * surprisal + 0.25 * attention + 0.4 * recency
     if method == "hybrid":
         return hybrid
     level = torch.empty_like(hybrid)
