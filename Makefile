@@ -46,6 +46,9 @@ bench: $(STAMP)
 	test -d .bench-peers/torchao || $(BIN)/python -m pip install -q --no-deps --target .bench-peers torchao
 	test -x .venv-peers/bin/python || ($(PYTHON) -m venv .venv-peers && \
 		.venv-peers/bin/python -m pip install -q langchain-text-splitters semchunk tokenizers)
+	test -x .venv-llmlingua/bin/python || ($(PYTHON) -m venv .venv-llmlingua && \
+		.venv-llmlingua/bin/python -m pip install -q "$(TORCH_SPEC)" && \
+		.venv-llmlingua/bin/python -m pip install -q "transformers==4.46.3" llmlingua==0.2.2)
 	$(BIN)/python benchmarks/run_all.py
 
 model: $(STAMP)

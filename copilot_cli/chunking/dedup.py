@@ -4,13 +4,11 @@ and long repeated spans across files found with a rolling hash over a sliding wi
 
 from __future__ import annotations
 
-import hashlib
-from collections import defaultdict
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 _BASE = 1_000_003
-_MOD = (1 << 61) - 1
 
 
 @dataclass
@@ -21,38 +19,62 @@ class RepeatedSpan:
 
 def rolling_repeats(files: dict[str, bytes], window: int = 8) -> list[RepeatedSpan]:
     """Spans of at least `window` non-blank lines (whitespace-normalised) that occur in more
-    than one place. A Rabin-Karp rolling hash over line hashes finds candidate windows in one
-    pass per file; candidates are confirmed by comparing the lines and merged into maximal runs.
+    than one file. Each line gets a 64-bit hash (crc32 and adler32); every window of `window`
+    consecutive lines gets a polynomial hash computed for all windows at once; windows whose
+    hashes meet in two or more files are confirmed line by line and merged into maximal runs.
     """
-    lines_of: dict[str, list[tuple[int, int]]] = {}  # path -> [(line number, line hash)]
-    where: dict[int, list[tuple[str, int]]] = defaultdict(list)
-    top = pow(_BASE, window - 1, _MOD)
-    for path, data in files.items():
+    import numpy as np
+
+    lines_of: dict[str, list[tuple[int, bytes]]] = {}
+    keys, owners, starts = [], [], []
+    powers = [np.uint64(pow(_BASE, window - 1 - k, 1 << 64)) for k in range(window)]
+    paths = sorted(files)
+    for file_index, path in enumerate(paths):
         entries = []
-        for number, line in enumerate(data.split(b"\n"), start=1):
+        for number, line in enumerate(files[path].split(b"\n"), start=1):
             norm = b" ".join(line.split())
             if norm:
-                digest = hashlib.blake2b(norm, digest_size=8).digest()
-                entries.append((number, int.from_bytes(digest, "little") >> 4))
+                entries.append((number, norm))
         lines_of[path] = entries
-        rolling = 0
-        for index, (_, h) in enumerate(entries):
-            if index >= window:
-                rolling = (rolling - entries[index - window][1] * top) % _MOD
-            rolling = (rolling * _BASE + h) % _MOD
-            if index >= window - 1:
-                where[rolling].append((path, index - window + 1))
-    runs: dict[tuple, RepeatedSpan] = {}
-    for hits in where.values():
-        if len({p for p, _ in hits}) < 2:  # across files
+        if len(entries) < window:
             continue
+        hashes = np.fromiter(
+            ((zlib.crc32(n) << 32) | zlib.adler32(n) for _, n in entries),
+            dtype=np.uint64,
+            count=len(entries),
+        )
+        count = len(entries) - window + 1
+        with np.errstate(over="ignore"):
+            combined = np.zeros(count, dtype=np.uint64)
+            for k in range(window):
+                combined += hashes[k : k + count] * powers[k]
+        keys.append(combined)
+        owners.append(np.full(count, file_index, dtype=np.int64))
+        starts.append(np.arange(count, dtype=np.int64))
+    if not keys:
+        return []
+    key = np.concatenate(keys)
+    owner = np.concatenate(owners)
+    start = np.concatenate(starts)
+    order = np.argsort(key, kind="stable")
+    key, owner, start = key[order], owner[order], start[order]
+    boundaries = np.flatnonzero(np.diff(key)) + 1
+    runs: dict[tuple, RepeatedSpan] = {}
+    for group_start, group_end in zip(
+        np.r_[0, boundaries], np.r_[boundaries, len(key)], strict=True
+    ):
+        if group_end - group_start < 2 or len(set(owner[group_start:group_end])) < 2:
+            continue
+        hits = [
+            (paths[int(o)], int(i))
+            for o, i in zip(owner[group_start:group_end], start[group_start:group_end], strict=True)
+        ]
         first_path, first_index = hits[0]
-        reference = [h for _, h in lines_of[first_path][first_index : first_index + window]]
-        same = [(p, i) for p, i in hits if [h for _, h in lines_of[p][i : i + window]] == reference]
+        reference = [n for _, n in lines_of[first_path][first_index : first_index + window]]
+        same = [(p, i) for p, i in hits if [n for _, n in lines_of[p][i : i + window]] == reference]
         if len({p for p, _ in same}) < 2:
             continue
-        key = tuple((p, i) for p, i in same)
-        runs[key] = RepeatedSpan(
+        runs[tuple(same)] = RepeatedSpan(
             window,
             [
                 {
