@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli import __version__
-from copilot_cli.chunking.dedup import dedupe, rolling_repeats
+from copilot_cli.chunking.dedup import dedupe, line_hashes, rolling_repeats
 from copilot_cli.chunking.files import FileReport, chunk_file
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
@@ -24,7 +24,7 @@ from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
 
 FORMAT = "copilot-opt.chunks"
 FORMAT_VERSION = 1
-CHUNKER_VERSION = "4"  # bump when chunk boundaries change, to invalidate caches
+CHUNKER_VERSION = "5"  # bump when chunk boundaries change, to invalidate caches
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def _chunk_one(job: tuple[str, str, int]) -> dict[str, Any]:
     except OSError as exc:
         return {"path": rel, "error": exc.strerror or str(exc)}
     report = chunk_file(data, rel, _worker["counter"], budget)
-    return {"path": rel, "report": report}
+    return {"path": rel, "report": report, "lines": line_hashes(data)}
 
 
 def _cache_key(data: bytes, rel: str, options_key: str) -> str:
@@ -140,7 +140,7 @@ def chunk_repository(
     )
     cache = cache_dir() / "chunks"
     results: dict[str, dict[str, Any]] = {}
-    contents: dict[str, bytes] = {}
+    contents: dict[str, int] = {}  # sizes only: file bytes are not kept in memory
     pending: list[tuple[str, str, int]] = []
     keys: dict[str, str] = {}
     cache_hits = 0
@@ -150,7 +150,7 @@ def chunk_repository(
         except OSError:
             walked.skip("unreadable", rel)
             continue
-        contents[rel] = data
+        contents[rel] = len(data)
         keys[rel] = _cache_key(data, rel, options_key)
         cached = cache / f"{keys[rel]}.json"
         if options.use_cache and cached.is_file():
@@ -177,6 +177,7 @@ def chunk_repository(
                 contents.pop(rel, None)
                 continue
             results[rel] = _report_to_json(outcome["report"])
+            results[rel]["lines"] = outcome["lines"]
             if options.use_cache:
                 with contextlib.suppress(OSError):
                     write_bytes(
@@ -193,7 +194,9 @@ def chunk_repository(
             chunk["id"] = chunk["sha256"][:16]
             chunks.append(chunk)
     written, folded, near = dedupe(chunks)
-    repeats = rolling_repeats(contents, options.repeat_window)
+    repeats = rolling_repeats(
+        {rel: tuple(r["lines"]) for rel, r in results.items()}, options.repeat_window
+    )
     header = {
         "type": "header",
         "format": FORMAT,
@@ -243,7 +246,7 @@ def chunk_repository(
         "skipped": dict(sorted(walked.skipped.items())),
         "skipped_paths": {k: v[:20] for k, v in sorted(walked.skipped_paths.items())},
         "max_chunk_tokens": max((c["token_count"] for c in chunks), default=0),
-        "bytes": sum(len(d) for d in contents.values()),
+        "bytes": sum(contents.values()),
         "cache_hits": cache_hits,
         "seconds": round(time.perf_counter() - started, 3),
     }

@@ -17,37 +17,46 @@ class RepeatedSpan:
     locations: list[dict[str, Any]]
 
 
-def rolling_repeats(files: dict[str, bytes], window: int = 8) -> list[RepeatedSpan]:
+def line_hashes(data: bytes) -> tuple[list[int], list[int]]:
+    """(1-based line numbers, 64-bit hashes) of the non-blank lines, whitespace-normalised.
+
+    The hash is crc32 and adler32 of the normalised line side by side: deterministic across
+    processes (unlike Python's hash()) and cheap; cached with each file's chunks.
+    """
+    numbers, hashes = [], []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        norm = b" ".join(line.split())
+        if norm:
+            numbers.append(number)
+            hashes.append((zlib.crc32(norm) << 32) | zlib.adler32(norm))
+    return numbers, hashes
+
+
+def rolling_repeats(
+    lines: dict[str, tuple[list[int], list[int]]], window: int = 8
+) -> list[RepeatedSpan]:
     """Spans of at least `window` non-blank lines (whitespace-normalised) that occur in more
-    than one file. Each line gets a 64-bit hash (crc32 and adler32); every window of `window`
-    consecutive lines gets a polynomial hash computed for all windows at once; windows whose
-    hashes meet in two or more files are confirmed line by line and merged into maximal runs.
+    than one file. Every window of `window` consecutive line hashes gets a polynomial hash,
+    computed for all windows at once; windows whose hashes meet in two or more files are
+    confirmed line hash by line hash and merged into maximal runs.
     """
     import numpy as np
 
-    lines_of: dict[str, list[tuple[int, bytes]]] = {}
     keys, owners, starts = [], [], []
     powers = [np.uint64(pow(_BASE, window - 1 - k, 1 << 64)) for k in range(window)]
-    paths = sorted(files)
+    paths = sorted(lines)
+    arrays = {}
     for file_index, path in enumerate(paths):
-        entries = []
-        for number, line in enumerate(files[path].split(b"\n"), start=1):
-            norm = b" ".join(line.split())
-            if norm:
-                entries.append((number, norm))
-        lines_of[path] = entries
-        if len(entries) < window:
+        numbers, hashes = lines[path]
+        arrays[path] = (numbers, hashes)
+        if len(hashes) < window:
             continue
-        hashes = np.fromiter(
-            ((zlib.crc32(n) << 32) | zlib.adler32(n) for _, n in entries),
-            dtype=np.uint64,
-            count=len(entries),
-        )
-        count = len(entries) - window + 1
+        values = np.array(hashes, dtype=np.uint64)
+        count = len(hashes) - window + 1
         with np.errstate(over="ignore"):
             combined = np.zeros(count, dtype=np.uint64)
             for k in range(window):
-                combined += hashes[k : k + count] * powers[k]
+                combined += values[k : k + count] * powers[k]
         keys.append(combined)
         owners.append(np.full(count, file_index, dtype=np.int64))
         starts.append(np.arange(count, dtype=np.int64))
@@ -70,18 +79,14 @@ def rolling_repeats(files: dict[str, bytes], window: int = 8) -> list[RepeatedSp
             for o, i in zip(owner[group_start:group_end], start[group_start:group_end], strict=True)
         ]
         first_path, first_index = hits[0]
-        reference = [n for _, n in lines_of[first_path][first_index : first_index + window]]
-        same = [(p, i) for p, i in hits if [n for _, n in lines_of[p][i : i + window]] == reference]
+        reference = arrays[first_path][1][first_index : first_index + window]
+        same = [(p, i) for p, i in hits if arrays[p][1][i : i + window] == reference]
         if len({p for p, _ in same}) < 2:
             continue
         runs[tuple(same)] = RepeatedSpan(
             window,
             [
-                {
-                    "path": p,
-                    "start_line": lines_of[p][i][0],
-                    "end_line": lines_of[p][i + window - 1][0],
-                }
+                {"path": p, "start_line": arrays[p][0][i], "end_line": arrays[p][0][i + window - 1]}
                 for p, i in same
             ],
         )
