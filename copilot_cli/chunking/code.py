@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from copilot_cli.chunking.languages import BODIES, COMMENTS, ENTITIES, entity_of
@@ -90,31 +89,3 @@ def make_children(file: FileText):
 
 def top_level_pieces(file: FileText, root: Any) -> list[Piece]:
     return partition(file, 0, len(file.data), list(root.named_children), ())
-
-
-def leaves(root: Any) -> list[tuple[int, bytes]]:
-    """(start byte, type + text) of every non-comment leaf, in order: the syntax fingerprint."""
-    out: list[tuple[int, bytes]] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.type in COMMENTS:
-            continue
-        if node.child_count == 0:
-            out.append((node.start_byte, node.type.encode() + b"\x00" + (node.text or b"")))
-        else:
-            stack.extend(reversed(node.children))
-    return out
-
-
-def syntax_hash(leaf_list: list[tuple[int, bytes]], start: int, end: int) -> str:
-    """Hash of the leaves inside [start, end): equal for code that differs only in whitespace
-    and comments."""
-    import bisect
-
-    digest = hashlib.sha256()
-    starts = [s for s, _ in leaf_list]
-    for index in range(bisect.bisect_left(starts, start), bisect.bisect_left(starts, end)):
-        digest.update(leaf_list[index][1])
-        digest.update(b"\x01")
-    return digest.hexdigest()

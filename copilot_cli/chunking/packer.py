@@ -172,9 +172,6 @@ class Packer:
             self._header_cost[scope] = self.counter.count(header) if header else 0
         return self._header_cost[scope]
 
-    def cost(self, piece: Piece) -> int:
-        return self.counter.count(self.file.text(piece.start, piece.end))
-
     def run(self, pieces: list[Piece]) -> list[RawChunk]:
         """Pack, then recount every chunk exactly (batched) and repair the rare overshoot."""
         return self.finalize(self.pack(pieces))

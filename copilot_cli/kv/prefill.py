@@ -1,4 +1,4 @@
-"""Chunked prefill over a radix tree of prefixes: each distinct token is computed once."""
+"""Chunked prefill into a DynamicCache, and truncation back to a parent segment's end."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from copilot_cli.kv.radix import RadixTree, Segment
+from copilot_cli.kv.radix import Segment
 
 SegmentSink = Callable[[Segment, list[torch.Tensor], list[torch.Tensor]], None]
 
@@ -36,29 +36,3 @@ def extend(model: Any, cache: Any, token_ids: list[int], chunk_size: int) -> Non
     for offset in range(0, len(token_ids), chunk_size):
         chunk = torch.tensor([token_ids[offset : offset + chunk_size]], device=device)
         model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1)
-
-
-def prefill_tree(
-    model: Any,
-    tree: RadixTree,
-    chunk_size: int,
-    sink: SegmentSink,
-    on_progress: Callable[[int], None] | None = None,
-) -> None:
-    """Prefill every segment of `tree` once, parents first, and hand each one's KV to `sink`.
-
-    One cache walks the tree depth-first: before a segment it is truncated to the segment's
-    start, which leaves exactly its ancestors' positions.
-    """
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
-    for segment in tree.segments():
-        if cache_length(cache) > segment.start:
-            truncate(cache, segment.start)
-        extend(model, cache, segment.token_ids, chunk_size)
-        keys = [layer.keys[0, :, segment.start : segment.end].clone() for layer in cache.layers]
-        values = [layer.values[0, :, segment.start : segment.end].clone() for layer in cache.layers]
-        sink(segment, keys, values)
-        if on_progress is not None:
-            on_progress(len(segment.token_ids))
