@@ -7,7 +7,6 @@ from typing import Annotated
 
 from rich.table import Table
 
-from copilot_cli.build import BuildOptions, run_build
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, stdout_console
 from copilot_cli.core import progress
 from copilot_cli.core.errors import CheckFailed
@@ -24,6 +23,8 @@ def build_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Run compile-templates, prefill-kv, chunk, quantize and regress; skip what did not change."""
+    from copilot_cli.build import BuildOptions, run_build
+
     options = BuildOptions(config=config, out=out, force=force, dry_run=dry_run)
     with progress.progress("building"):
         result = run_build(options)

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from copilot_cli.chunking import ChunkOptions, chunk_repository
 from copilot_cli.cli.common import (
     JsonOpt,
     handle_errors,
@@ -19,7 +18,6 @@ from copilot_cli.cli.common import (
 )
 from copilot_cli.cli.model_options import AllowDownloadOpt
 from copilot_cli.core import progress
-from copilot_cli.core.models import context_length, default_model, load_tokenizer
 
 
 @handle_errors
@@ -57,6 +55,9 @@ def chunk_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Split a repository into token-exact, entity-aligned, deduplicated chunks."""
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+    from copilot_cli.core.models import default_model, load_tokenizer
+
     options = ChunkOptions(
         repo=repo,
         out=out,
@@ -106,6 +107,8 @@ def chunk_command(
 
 def _context_limit(source: str) -> int | None:
     """The model's context when `source` is a model folder (a bare tokenizer has none)."""
+    from copilot_cli.core.models import context_length
+
     config = Path(source) / "config.json"
     if not config.is_file():
         return None

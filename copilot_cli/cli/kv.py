@@ -20,10 +20,6 @@ from copilot_cli.cli.common import (
 from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 from copilot_cli.core import progress
 from copilot_cli.core.errors import CheckFailed, InputError
-from copilot_cli.core.models import load_model
-from copilot_cli.kv import PrefillOptions, prefill_kv, verify_prefixes
-from copilot_cli.kv.builder import prefixes_from_bundle, prefixes_from_files
-from copilot_cli.kv.inspect import describe
 
 
 @handle_errors
@@ -47,6 +43,10 @@ def prefill_kv_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Compute the static prefixes' KV caches once and write them as verified safetensors."""
+    from copilot_cli.core.models import load_model
+    from copilot_cli.kv import PrefillOptions, prefill_kv, verify_prefixes
+    from copilot_cli.kv.builder import prefixes_from_bundle, prefixes_from_files
+
     if dtype not in ("float32", "float16", "bfloat16"):
         raise InputError("choose float32, float16 or bfloat16", where="--dtype")
     if bundle is None and not text:
@@ -104,6 +104,8 @@ def inspect_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Show what a KV folder or segment file holds."""
+    from copilot_cli.kv.inspect import describe
+
     info = describe(path)
     if json_output:
         print_json(info)

@@ -17,8 +17,6 @@ from copilot_cli.cli.model_options import (
     model_spec,
 )
 from copilot_cli.core import progress
-from copilot_cli.core.model_info import describe_model
-from copilot_cli.core.models import load_model
 
 
 @handle_errors
@@ -30,6 +28,9 @@ def model_info(
     json_output: JsonOpt = False,
 ) -> None:
     """Load a model and its tokenizer, check them, and print what they are (with fingerprints)."""
+    from copilot_cli.core.model_info import describe_model
+    from copilot_cli.core.models import load_model
+
     spec = model_spec(model, device, dtype, allow_download)
     with progress.progress(f"loading {spec.name_or_path}"):
         info = describe_model(load_model(spec))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from copilot_cli.cli.common import option
-from copilot_cli.core.models import ModelSpec
 
 ModelOpt = Annotated[
     str,
@@ -19,5 +18,7 @@ AllowDownloadOpt = Annotated[
 ]
 
 
-def model_spec(model: str, device: str, dtype: str, allow_download: bool) -> ModelSpec:
+def model_spec(model: str, device: str, dtype: str, allow_download: bool) -> Any:
+    from copilot_cli.core.models import ModelSpec  # torch loads only when a command runs
+
     return ModelSpec(name_or_path=model, device=device, dtype=dtype, allow_download=allow_download)

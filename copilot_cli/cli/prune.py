@@ -11,10 +11,7 @@ import typer
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, stderr_console
 from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 from copilot_cli.core import progress
-from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.models import load_model
-from copilot_cli.prune import PruneOptions, prune
 
 
 def _read(source: str) -> str:
@@ -56,6 +53,10 @@ def prune_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Compress a prompt or context file, keeping protected spans and code validity."""
+    from copilot_cli.core.artifacts import write_bytes
+    from copilot_cli.core.models import load_model
+    from copilot_cli.prune import PruneOptions, prune
+
     options = PruneOptions(
         rate=rate,
         target_tokens=target_tokens,

@@ -17,9 +17,7 @@ from copilot_cli.cli.common import (
 )
 from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 from copilot_cli.core import progress
-from copilot_cli.core.models import load_model
-from copilot_cli.quant import QuantizeOptions, quantize_embeddings
-from copilot_cli.quant.quantizer import DEFAULT_CORPUS, DEFAULT_PROMPTS
+from copilot_cli.paths import DEFAULT_CORPUS, DEFAULT_PROMPTS
 
 
 @handle_errors
@@ -57,6 +55,9 @@ def quantize_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Quantize the embedding table to INT8/INT4, keeping the most used rows in FP16."""
+    from copilot_cli.core.models import load_model
+    from copilot_cli.quant import QuantizeOptions, quantize_embeddings
+
     options = QuantizeOptions(
         out=out,
         bits=bits,

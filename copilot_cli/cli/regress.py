@@ -17,13 +17,8 @@ from copilot_cli.cli.model_options import (
     model_spec,
 )
 from copilot_cli.core import progress
-from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.errors import CheckFailed
-from copilot_cli.core.models import load_model
-from copilot_cli.quant.quantizer import DEFAULT_PROMPTS
-from copilot_cli.regress import RegressOptions, Thresholds, parse_variant, run_regress
-from copilot_cli.regress.config import load_regress_config
-from copilot_cli.regress.reports import html_report, junit_xml, markdown, summary_line, to_json
+from copilot_cli.paths import DEFAULT_PROMPTS
 
 
 def _pick(flag, config: dict, key: str, default):
@@ -73,6 +68,12 @@ def regress_command(
     allow_download: AllowDownloadOpt = False,
 ) -> None:
     """Compare optimized variants with the original model; exit 1 when a threshold fails."""
+    from copilot_cli.core.artifacts import write_bytes
+    from copilot_cli.core.models import load_model
+    from copilot_cli.regress import RegressOptions, Thresholds, parse_variant, run_regress
+    from copilot_cli.regress.config import load_regress_config
+    from copilot_cli.regress.reports import html_report, junit_xml, markdown, to_json
+
     cfg = load_regress_config(config) if config is not None else {}
     limits = cfg.get("thresholds", {})
     defaults = Thresholds()
@@ -115,6 +116,8 @@ def regress_command(
 
 
 def _print(result) -> None:
+    from copilot_cli.regress.reports import summary_line
+
     table = Table(title="regress", title_justify="left")
     columns = (
         ["variant", "positions", *summary_line(result.variants[0].summary), "greedy", "result"]

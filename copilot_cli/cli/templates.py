@@ -21,10 +21,6 @@ from copilot_cli.cli.common import (
 from copilot_cli.cli.model_options import AllowDownloadOpt
 from copilot_cli.core import progress
 from copilot_cli.core.errors import FingerprintMismatch, InputError
-from copilot_cli.core.fingerprints import tokenizer_fingerprint
-from copilot_cli.core.models import default_model, load_tokenizer
-from copilot_cli.core.tokens import continuation_ids, prompt_ids
-from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
 
 TokenizerOpt = Annotated[
     str,
@@ -39,6 +35,8 @@ TokenizerOpt = Annotated[
 
 
 def _tokenizer(name: str, allow_download: bool) -> Any:
+    from copilot_cli.core.models import default_model, load_tokenizer
+
     with progress.progress("loading tokenizer"):
         return load_tokenizer(name or default_model(), allow_download=allow_download)
 
@@ -60,6 +58,8 @@ def compile_templates_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Validate and precompile prompt templates into a bundle with static prefixes."""
+    from copilot_cli.prompts import CompileOptions, compile_templates
+
     options = CompileOptions(src=src, out=out, min_prefix_tokens=min_prefix_tokens)
     loaded = None if no_tokenizer else _tokenizer(tokenizer, allow_download)
     with progress.progress("compiling templates"):
@@ -117,6 +117,10 @@ def render_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Render one template of a bundle with the given inputs."""
+    from copilot_cli.core.fingerprints import tokenizer_fingerprint
+    from copilot_cli.core.tokens import continuation_ids, prompt_ids
+    from copilot_cli.prompts import load_bundle
+
     loaded = load_bundle(bundle)
     rendered = loaded.split(name, **_read_inputs(inputs))
     if not json_output:

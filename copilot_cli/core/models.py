@@ -17,9 +17,8 @@ from copilot_cli.core.fingerprints import (
     weight_files,
 )
 from copilot_cli.core.safetensors_io import read_header
+from copilot_cli.paths import SHIPPED_MODEL
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_MODEL = PACKAGE_ROOT / "sample_data" / "models" / "tiny-code-llama"
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 

@@ -11,17 +11,15 @@ import torch
 
 from copilot_cli.core.artifacts import canonical_json, write_bytes
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.models import SHIPPED_MODEL, LoadedModel
+from copilot_cli.core.models import LoadedModel
 from copilot_cli.core.prompt_sets import load_prompts
+from copilot_cli.paths import DEFAULT_CORPUS, DEFAULT_PROMPTS, REPO_ROOT  # noqa: F401
 from copilot_cli.quant import format as qformat
 from copilot_cli.quant.apply import quantized_modules
 from copilot_cli.quant.frequency import count_tokens, select_kept
 from copilot_cli.quant.report import logit_fidelity, row_errors
 from copilot_cli.quant.scheme import check_bits, check_finite, quantize
 
-REPO_ROOT = SHIPPED_MODEL.parents[2]
-DEFAULT_CORPUS = (REPO_ROOT / "sample_data" / "repo", REPO_ROOT / "templates")
-DEFAULT_PROMPTS = REPO_ROOT / "sample_data" / "prompts.jsonl"
 REPORT = "report.json"
 
 
