@@ -29,14 +29,18 @@ class Context:
         self.out = out
         self._loaded = None
         self._tokenizer = None
+        self._model_files: str | None = None
 
     @property
     def model_dir(self) -> str:
         return self.config["model"] or str(SHIPPED_MODEL)
 
     def model_files(self) -> str:
-        folder = Path(self.model_dir)
-        return digest(tree_hashes(folder) if folder.exists() else self.model_dir)
+        """Hash of the model folder's files, computed once per build (every step reads it)."""
+        if self._model_files is None:
+            folder = Path(self.model_dir)
+            self._model_files = digest(tree_hashes(folder) if folder.exists() else self.model_dir)
+        return self._model_files
 
     def loaded(self) -> Any:
         if self._loaded is None:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from copilot_cli.core.tokens import count_tokens, encode_with_offsets
+
 SEPARATOR = " · "
 
 
@@ -46,11 +48,7 @@ class TokenCounter:
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
 
     def count(self, text: str) -> int:
-        if not text:
-            return 0
-        if self.backend is not None:
-            return len(self.backend.encode(text, add_special_tokens=False).ids)
-        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+        return count_tokens(self.tokenizer, text)
 
     def count_many(self, texts: list[str]) -> list[int]:
         if self.backend is not None:
@@ -59,10 +57,7 @@ class TokenCounter:
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
         """Character spans of each token of `text`."""
-        if self.backend is not None:
-            return list(self.backend.encode(text, add_special_tokens=False).offsets)
-        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return list(encoded["offset_mapping"])
+        return encode_with_offsets(self.tokenizer, text)[1]
 
 
 class FileText:

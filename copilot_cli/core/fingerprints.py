@@ -9,12 +9,14 @@ Hashing multi-GB weights on every run is too slow, so file hashes are cached on 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -56,18 +58,34 @@ def cache_dir() -> Path:
 
 
 class FileHashCache:
-    """sha256 of files, remembered by (real path, size, mtime_ns) in a small JSON file."""
+    """sha256 of files, remembered by (real path, size, mtime_ns) in a small JSON file.
+
+    New hashes are kept in memory and written once per batch (`flush`, called after each
+    fingerprint and at exit), not once per file: rewriting the whole file for every new hash
+    made a first walk over a large repository quadratic in its file count.
+    """
+
+    _instances: ClassVar[weakref.WeakSet] = weakref.WeakSet()
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or cache_dir() / "file-hashes.json"
-        self._entries: dict[str, dict[str, Any]] | None = None
+        self._path = path  # None: follow COPILOT_OPT_CACHE_DIR at the time of use
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._loaded_from: Path | None = None
+        self._dirty = False
+        FileHashCache._instances.add(self)
+
+    @property
+    def path(self) -> Path:
+        return self._path or cache_dir() / "file-hashes.json"
 
     def _load(self) -> dict[str, dict[str, Any]]:
-        if self._entries is None:
+        if self._loaded_from != self.path:
+            self.flush()
             try:
                 self._entries = json.loads(self.path.read_text())
             except (OSError, ValueError):
                 self._entries = {}
+            self._loaded_from = self.path
         return self._entries
 
     def sha256(self, file: Path) -> str:
@@ -79,9 +97,21 @@ class FileHashCache:
             return entry["sha256"]
         digest = sha256_file(real)
         entries[real] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
-        with contextlib.suppress(OSError):  # a read-only cache only costs speed
-            write_json(self.path, entries)
+        self._dirty = True
         return digest
+
+    def flush(self) -> None:
+        """Write the hashes learnt since the last flush (a read-only cache only costs speed)."""
+        if self._dirty and self._loaded_from is not None:
+            with contextlib.suppress(OSError):
+                write_json(self._loaded_from, self._entries)
+            self._dirty = False
+
+
+@atexit.register
+def _flush_all() -> None:
+    for cache in list(FileHashCache._instances):
+        cache.flush()
 
 
 _default_cache = FileHashCache()
@@ -114,6 +144,7 @@ def model_fingerprint_from_folder(
     cache = cache or _default_cache
     parts = [("config", canonical_json(architecture_config(config)))]
     parts += [(f"file:{p.name}", cache.sha256(p)) for p in weight_files(folder)]
+    cache.flush()
     return _digest(parts)
 
 
@@ -168,6 +199,7 @@ def tokenizer_fingerprint(tokenizer: Any, cache: FileHashCache | None = None) ->
     files = [p for p in files if p.is_file()]
     if files:
         parts += [(f"file:{p.name}", cache.sha256(p)) for p in files]
+        cache.flush()
     elif hasattr(tokenizer, "backend_tokenizer"):
         parts.append(
             ("backend", hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest())

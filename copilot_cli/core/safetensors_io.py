@@ -107,3 +107,14 @@ def read_header(path: Path) -> tuple[dict[str, dict], dict[str, str]]:
             where=str(path),
         )
     return header, metadata
+
+
+def tensor_checksum(tensors: Mapping[str, torch.Tensor]) -> str:
+    """xxh3-128 over the tensors' bytes in file (sorted name) order: fast enough to verify on
+    every load, so a bit-flipped artifact is refused."""
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    for name in sorted(tensors):
+        digest.update(tensor_bytes(tensors[name]))
+    return digest.hexdigest()

@@ -42,3 +42,33 @@ def prompt_ids(tokenizer: Any, text: str, *, add_special: bool = True) -> list[i
     """Token ids of a whole prompt: leading specials (when `add_special`) + the text's ids."""
     lead = leading_special_ids(tokenizer) if add_special else []
     return lead + continuation_ids(tokenizer, text)
+
+
+def encode_with_offsets(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids of `text` (no special tokens) and each token's character span."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        encoding = backend.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [tuple(o) for o in encoding.offsets]
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return list(encoded["input_ids"]), [tuple(o) for o in encoded["offset_mapping"]]
+
+
+def count_tokens(tokenizer: Any, text: str) -> int:
+    """Number of tokens of `text` without special tokens (fast backend when available)."""
+    if not text:
+        return 0
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return len(backend.encode(text, add_special_tokens=False).ids)
+    return len(tokenizer(text, add_special_tokens=False).input_ids)
+
+
+def common_prefix_length(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
+    """How many leading ids `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -30,7 +30,7 @@ from copilot_cli.core.artifacts import (
     save_safetensors,
 )
 from copilot_cli.core.errors import ArtifactError
-from copilot_cli.core.safetensors_io import read_header, tensor_bytes
+from copilot_cli.core.safetensors_io import read_header, tensor_checksum
 
 SEGMENT_FORMAT = "copilot-opt.kv-segment"
 INDEX_FORMAT = "copilot-opt.kv-cache"
@@ -71,14 +71,6 @@ def segment_hash(parent: str, token_ids: list[int], model_fingerprint: str, dtyp
     """Identity of a segment's KV: the same tokens after the same parent, model and dtype."""
     digest = hashlib.sha256(f"{parent}|{model_fingerprint}|{dtype}|".encode())
     digest.update(struct.pack(f"<{len(token_ids)}q", *token_ids))
-    return digest.hexdigest()
-
-
-def tensor_checksum(tensors: dict[str, torch.Tensor]) -> str:
-    """xxh3-128 over the tensors' bytes in file order (fast enough to check on every load)."""
-    digest = xxhash.xxh3_128()
-    for name in sorted(tensors):
-        digest.update(tensor_bytes(tensors[name]))
     return digest.hexdigest()
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from copilot_cli.core.tokens import common_prefix_length
+
 
 @dataclass
 class Segment:
@@ -56,7 +58,7 @@ class RadixTree:
                 node.children.append(leaf)
                 node, position = leaf, len(token_ids)
                 break
-            shared = _common(child.token_ids, token_ids[position:])
+            shared = common_prefix_length(child.token_ids, token_ids[position:])
             if shared < len(child.token_ids):
                 self._split(child, shared)
             node, position = child, position + shared
@@ -98,12 +100,3 @@ class RadixTree:
 
 def _order(segment: Segment) -> tuple[int, ...]:
     return tuple(segment.token_ids[:8])
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

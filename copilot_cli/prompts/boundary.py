@@ -10,16 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from copilot_cli.core.tokens import continuation_ids, prompt_ids
-
-
-def _common_length(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+from copilot_cli.core.tokens import common_prefix_length, continuation_ids, prompt_ids
 
 
 def _char_end_of_token(tokenizer: Any, text: str, count: int) -> int:
@@ -47,7 +38,7 @@ def stable_prefix(
             full = prompt_ids(tokenizer, text, add_special=add_special)
             split = ids + continuation_ids(tokenizer, text[len(candidate) :])
             if full != split:
-                same = _common_length(full, ids)
+                same = common_prefix_length(full, ids)
                 # The last shared token may itself be a merge across the boundary: drop it.
                 end = _char_end_of_token(tokenizer, text, same - lead - 1)
                 cut = min(end, len(candidate) - 1) if cut is None else min(cut, end)

@@ -23,7 +23,7 @@ import torch
 
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.syntax import parser_for, parses
-from copilot_cli.core.tokens import leading_special_ids
+from copilot_cli.core.tokens import count_tokens, encode_with_offsets, leading_special_ids
 from copilot_cli.prune.protect import (
     NEGATIONS,
     NEWLINES,
@@ -129,19 +129,6 @@ def _assemble(
     return "".join(pieces), kept, removed
 
 
-def _encode(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        encoding = backend.encode(text, add_special_tokens=False)
-        return list(encoding.ids), [tuple(o) for o in encoding.offsets]
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    return list(encoded["input_ids"]), [tuple(o) for o in encoded["offset_mapping"]]
-
-
-def _count(tokenizer: Any, text: str) -> int:
-    return len(_encode(tokenizer, text)[0]) if text else 0
-
-
 def word_units(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Token index ranges of words: pruning removes whole words (with their leading space) and
     punctuation marks, never a piece of a word, so what remains is readable."""
@@ -217,7 +204,7 @@ def prune(
     )
     if not text.strip():
         raise InputError("nothing to prune (empty input)", where="INPUT")
-    ids, offsets = _encode(tokenizer, text)
+    ids, offsets = encode_with_offsets(tokenizer, text)
     n = len(ids)
     lead = leading_special_ids(tokenizer)
     scores = score_tokens(model, lead + ids, window=window, overlap=overlap)
@@ -258,7 +245,7 @@ def prune(
     for _ in range(4):  # re-tokenised output length drifts from the token count: correct it
         keep = _select(score, protected, keep_count, units)
         output, kept, removed = _assemble(text, offsets, keep)
-        achieved = _count(tokenizer, output)
+        achieved = count_tokens(tokenizer, output)
         best = (output, kept, removed, achieved)
         if abs(achieved - goal) <= max(1, 0.02 * goal):
             break
@@ -268,7 +255,7 @@ def prune(
         output, kept, removed = _prune_lines(
             output, score, offsets, keep, code_language, goal, tokenizer, strict
         )
-        achieved = _count(tokenizer, output)
+        achieved = count_tokens(tokenizer, output)
         mode = "code-lines"
     return PruneResult(
         text=output,
@@ -328,7 +315,7 @@ def _prune_lines(
     means = [sum(v) / len(v) if v else 0.0 for v in line_values][: len(lines)]
     means += [0.0] * (len(lines) - len(means))
     alive = [True] * len(lines)
-    total = _count(tokenizer, output)
+    total = count_tokens(tokenizer, output)
     order = sorted(range(len(lines)), key=lambda i: (means[i], i))
     # Several passes: a block opener can only go once its body has gone. The first passes
     # refuse a removal that would undershoot the goal by more than 3%; the last one does not.
@@ -341,7 +328,9 @@ def _prune_lines(
                 continue
             alive[index] = False
             candidate = "".join(line for line, a in zip(lines, alive, strict=True) if a)
-            count = _count(tokenizer, candidate) if _valid(candidate, language, strict) else None
+            count = (
+                count_tokens(tokenizer, candidate) if _valid(candidate, language, strict) else None
+            )
             if count is None or (careful and count < goal * 0.97):
                 alive[index] = True
                 continue

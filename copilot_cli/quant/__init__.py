@@ -1,6 +1,6 @@
 """Embedding quantization: INT8 per-row / INT4 group-wise, most frequent rows kept in FP16."""
 
-from copilot_cli.quant.apply import apply_quantized_embeddings
+from copilot_cli.quant.apply import apply_quantized_embeddings, load_quantized, swapped_embeddings
 from copilot_cli.quant.module import QuantizedEmbedding, QuantizedLMHead
 from copilot_cli.quant.quantizer import QuantizeOptions, QuantizeResult, quantize_embeddings
 from copilot_cli.quant.scheme import dequantize_rows, quantize
@@ -12,6 +12,8 @@ __all__ = [
     "QuantizedLMHead",
     "apply_quantized_embeddings",
     "dequantize_rows",
+    "load_quantized",
     "quantize",
     "quantize_embeddings",
+    "swapped_embeddings",
 ]

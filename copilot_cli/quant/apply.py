@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,39 @@ def _bias(model: Any) -> Any:
     return None if bias is None else bias.detach().clone()
 
 
+def load_quantized(
+    model: Any, path: Path | str, *, tokenizer: Any | None = None
+) -> tuple[QuantizedEmbedding, Any]:
+    """Read quantize's output (fingerprints and checksum checked) into modules for `model`:
+    (input embedding, output head or None), on the model's device."""
+    path = Path(path)
+    file = path / qformat.FILENAME if path.is_dir() else path
+    tables, metadata = qformat.read(
+        file,
+        model_fingerprint=model_fingerprint(model),
+        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer) if tokenizer is not None else None,
+    )
+    module, head = quantized_modules(tables, metadata, model)
+    device = next(model.parameters()).device
+    return module.to(device), None if head is None else head.to(device)
+
+
+@contextlib.contextmanager
+def swapped_embeddings(model: Any, module: QuantizedEmbedding, head: Any = None) -> Iterator[None]:
+    """Serve `model` with the quantized modules inside the block, the originals after it."""
+    original_in = model.get_input_embeddings()
+    original_out = model.get_output_embeddings()
+    try:
+        model.set_input_embeddings(module)
+        if head is not None:
+            model.set_output_embeddings(head)
+        yield
+    finally:
+        model.set_input_embeddings(original_in)
+        if head is not None:
+            model.set_output_embeddings(original_out)
+
+
 def apply_quantized_embeddings(
     model: Any, path: Path | str, *, tokenizer: Any | None = None
 ) -> Any:
@@ -59,16 +94,8 @@ def apply_quantized_embeddings(
         FingerprintMismatch: the file was made for another model or tokenizer.
         ArtifactError: a missing, corrupt or unknown-version file.
     """
-    path = Path(path)
-    file = path / qformat.FILENAME if path.is_dir() else path
-    tables, metadata = qformat.read(
-        file,
-        model_fingerprint=model_fingerprint(model),
-        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer) if tokenizer is not None else None,
-    )
-    module, head = quantized_modules(tables, metadata, model)
-    device = next(model.parameters()).device
-    model.set_input_embeddings(module.to(device))
+    module, head = load_quantized(model, path, tokenizer=tokenizer)
+    model.set_input_embeddings(module)
     if head is not None:
-        model.set_output_embeddings(head.to(device))
+        model.set_output_embeddings(head)
     return model

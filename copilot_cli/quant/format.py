@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import xxhash
 from safetensors import safe_open
 
 from copilot_cli import __version__
 from copilot_cli.core.artifacts import check_header, save_safetensors
 from copilot_cli.core.errors import ArtifactError
-from copilot_cli.core.safetensors_io import read_header, tensor_bytes
+from copilot_cli.core.safetensors_io import read_header, tensor_checksum
 from copilot_cli.quant.scheme import QuantizedTable
 
 FORMAT = "copilot-opt.quantized-embeddings"
@@ -35,13 +34,6 @@ class StoredTable:
     kept_rows: torch.Tensor
 
 
-def _checksum(tensors: dict[str, torch.Tensor]) -> str:
-    digest = xxhash.xxh3_128()
-    for name in sorted(tensors):
-        digest.update(tensor_bytes(tensors[name]))
-    return digest.hexdigest()
-
-
 def write(path: Path, tables: dict[str, StoredTable], metadata: dict[str, Any]) -> None:
     tensors: dict[str, torch.Tensor] = {}
     for prefix, stored in tables.items():
@@ -54,7 +46,7 @@ def write(path: Path, tables: dict[str, StoredTable], metadata: dict[str, Any]) 
         "format_version": FORMAT_VERSION,
         "copilot_opt_version": __version__,
         "torch_version": torch.__version__,
-        "tensor_checksum": _checksum(tensors),
+        "tensor_checksum": tensor_checksum(tensors),
         **metadata,
     }
     save_safetensors(path, tensors, meta)
@@ -80,7 +72,7 @@ def read(
     with safe_open(str(path), framework="pt") as handle:
         for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
             tensors[name] = handle.get_tensor(name)
-    if _checksum(tensors) != metadata.get("tensor_checksum"):
+    if tensor_checksum(tensors) != metadata.get("tensor_checksum"):
         raise ArtifactError("tensor checksum mismatch: the file is corrupt", where=where)
     bits = int(metadata["bits"])
     group = None if metadata.get("group_size") in (None, "null") else int(metadata["group_size"])

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.metrics import Accumulator, compare_logits
+from copilot_cli.quant.apply import swapped_embeddings
 from copilot_cli.quant.module import QuantizedEmbedding
 
 SQNR_CAP_DB = 200.0  # an exact row has infinite SQNR; report it as this
@@ -53,21 +54,14 @@ def logit_fidelity(
     from copilot_cli.core.tokens import prompt_ids
 
     device = next(model.parameters()).device
-    original_in = model.get_input_embeddings()
-    original_out = model.get_output_embeddings()
+    module = module.to(device)
+    head = None if head is None else head.to(device)
     acc = Accumulator()
     for item in prompts:
         ids = torch.tensor([prompt_ids(tokenizer, item["prompt"])[:max_tokens]], device=device)
         base = model(ids).logits[0]
-        try:
-            model.set_input_embeddings(module.to(device))
-            if head is not None:
-                model.set_output_embeddings(head.to(device))
+        with swapped_embeddings(model, module, head):
             variant = model(ids).logits[0]
-        finally:
-            model.set_input_embeddings(original_in)
-            if head is not None:
-                model.set_output_embeddings(original_out)
         acc.add(compare_logits(base[:-1].cpu(), variant[:-1].cpu(), ids[0, 1:].cpu()))
     summary = acc.summary()
     return {

@@ -168,6 +168,7 @@ class _Runner:
         self.device = next(self.model.parameters()).device
         self.forward_seconds = 0.0
         self.metric_seconds = 0.0
+        self._quant: dict[str, Any] = {}  # quantized modules by artifact path, read once
         self._pruned: dict[tuple[str, str], tuple[list[int], int]] = {}
 
     def _tensor(self, ids: tuple[int, ...] | list[int]) -> torch.Tensor:
@@ -210,7 +211,7 @@ class _Runner:
     @torch.no_grad()
     def variant_logits(self, spec: VariantSpec, case: Case) -> torch.Tensor:
         started = time.perf_counter()
-        with applied(spec, self.model, self.tokenizer):
+        with applied(spec, self.model, self.tokenizer, self._quant):
             if spec.kind("prune") is not None:
                 sequence, start = self._pruned_sequence(spec, case)
                 logits = self.model(self._tensor(sequence)).logits[0, start:-1]
@@ -242,16 +243,16 @@ class _Runner:
             sequence, start = self._pruned_sequence(spec, case)
             prompt = self._tensor(sequence[: start + len(case.ids) - case.split])
             kwargs["attention_mask"] = torch.ones_like(prompt)
-            with applied(spec, self.model, self.tokenizer):
+            with applied(spec, self.model, self.tokenizer, self._quant):
                 out = self.model.generate(prompt, **kwargs)
             self.forward_seconds += time.perf_counter() - started
             return out[0, prompt.shape[1] :].tolist()
         if spec is None or spec.case_set == "prompts":
-            with applied(spec or NULL_CONTROL, self.model, self.tokenizer):
+            with applied(spec or NULL_CONTROL, self.model, self.tokenizer, self._quant):
                 out = self.model.generate(ids, **kwargs)
         else:
             upto = case.split if spec.kind("kv") is not None else len(case.ids) - 1
-            with applied(spec, self.model, self.tokenizer):
+            with applied(spec, self.model, self.tokenizer, self._quant):
                 cache = self._cache_for(spec, case, upto)
                 out = self.model.generate(ids, cache=cache, **kwargs)
         self.forward_seconds += time.perf_counter() - started

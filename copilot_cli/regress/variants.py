@@ -126,22 +126,25 @@ def _roundtrip(tensor: torch.Tensor, dtype: str) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def applied(spec: VariantSpec, model: Any, tokenizer: Any) -> Iterator[None]:
-    """Temporarily change `model` the way `spec`'s model-side components say (quant)."""
+def applied(
+    spec: VariantSpec, model: Any, tokenizer: Any, loaded: dict[str, Any] | None = None
+) -> Iterator[None]:
+    """Temporarily change `model` the way `spec`'s model-side components say (quant).
+
+    `loaded` memoises the quantized modules by artifact path, so a run reads and verifies each
+    artifact once rather than once per prompt.
+    """
     quant = spec.kind("quant")
     if quant is None:
         yield
         return
-    from copilot_cli.quant import apply_quantized_embeddings
+    from copilot_cli.quant import load_quantized, swapped_embeddings
 
-    original_in = model.get_input_embeddings()
-    original_out = model.get_output_embeddings()
-    try:
-        apply_quantized_embeddings(model, quant.arg, tokenizer=tokenizer)
+    cache = loaded if loaded is not None else {}
+    if quant.arg not in cache:
+        cache[quant.arg] = load_quantized(model, quant.arg, tokenizer=tokenizer)
+    with swapped_embeddings(model, *cache[quant.arg]):
         yield
-    finally:
-        model.set_input_embeddings(original_in)
-        model.set_output_embeddings(original_out)
 
 
 def prune_options(arg: str) -> dict[str, Any]:
