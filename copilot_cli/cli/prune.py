@@ -38,9 +38,7 @@ def prune_command(
     target_tokens: Annotated[
         int | None, option("--target-tokens", help="Keep about this many tokens.")
     ] = None,
-    method: Annotated[
-        str, option("--method", help="entropy, attention, hybrid or ewma.")
-    ] = "hybrid",
+    method: Annotated[str, option("--method", help="entropy, attention, hybrid or ewma.")] = "ewma",
     protect: Annotated[
         list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
     ] = None,

@@ -16,23 +16,22 @@ parse (each line removal is checked with the tree-sitter parser).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.syntax import parser_for, parses
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets, leading_special_ids
+from copilot_cli.prune.code import Frame, code_units, detect, frame
 from copilot_cli.prune.protect import (
     NEGATIONS,
     NEWLINES,
     NUMBERS,
     PROSE_NAMES,
-    code_removable_spans,
     compile_patterns,
     contained,
-    looks_like_code,
     mark,
     spans_of,
 )
@@ -47,7 +46,7 @@ class PruneOptions:
 
     rate: float | None = None
     target_tokens: int | None = None
-    method: str = "hybrid"
+    method: str = "ewma"
     protect: tuple[str, ...] = ()
     language: str | None = None  # "python", "text", or None to detect
     window: int = 512
@@ -80,7 +79,9 @@ class PruneResult:
     mode: str  # "prose" | "code" | "code-lines"
     kept_spans: list[tuple[int, int]] = field(default_factory=list)
     removed_spans: list[tuple[int, int]] = field(default_factory=list)
-    parses: bool | None = None
+    parses: bool | None = None  # code: whether the parsed part still parses
+    language: str | None = None  # code language, None for prose
+    verbatim_tail: int = 0  # characters at the end after the last line that parses, kept
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,18 +132,29 @@ def _assemble(
 
 def word_units(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Token index ranges of words: pruning removes whole words (with their leading space) and
-    punctuation marks, never a piece of a word, so what remains is readable."""
+    punctuation marks at word edges, never a piece of a word nor the mark inside one
+    (`count-entry`, `a.b`), so what remains is readable and no two words are glued."""
     units: list[tuple[int, int]] = []
     previous = ""
+    glued = False  # the previous token was a mark inside a word
     for index, (start, end) in enumerate(offsets):
         piece = text[start:end]
         spacing = bool(previous) and not previous.strip(" \t")  # a bare space before a word
         if not units or (piece and piece[0].isspace()):
             new = True
-        elif spacing:
+        elif spacing or glued:
             new = False
+        elif piece[:1].isalnum():
+            new = not previous[-1:].isalnum()
         else:
-            new = not piece or not piece[0].isalnum() or not previous[-1:].isalnum()
+            following = text[end : end + 1] if index + 1 < len(offsets) else ""
+            new = not (previous[-1:].isalnum() and following.isalnum() and piece.strip())
+        glued = (
+            bool(piece)
+            and not piece[-1:].isalnum()
+            and not piece[-1:].isspace()
+            and (not new and previous[-1:].isalnum() and text[end : end + 1].isalnum())
+        )
         if new:
             units.append((index, index + 1))
         else:
@@ -182,7 +194,7 @@ def prune(
     *,
     rate: float | None = None,
     target_tokens: int | None = None,
-    method: str = "hybrid",
+    method: str = "ewma",
     protect: tuple[str, ...] = (),
     language: str | None = None,
     window: int = 512,
@@ -218,27 +230,51 @@ def prune(
         goal = max(1, round(rate * n))
     else:  # ewma without a rate: keep what stands out by the seed's 1.2 margin
         goal = max(1, int((score > 1.2).sum()))
-    code_language = (
-        language
-        if language not in (None, "text")
-        else (None if language == "text" else looks_like_code(text))
-    )
     patterns = [NUMBERS, NEGATIONS, *compile_patterns(options.protect)]
     protected_spans = spans_of(text, patterns)
-    if code_language is None:
+    fr = None
+    if language is None:
+        fr = detect(text)
+    elif language != "text":
+        fr = frame(text, language)
+    if fr is not None:
+        user_spans = spans_of(text, compile_patterns(options.protect))
+        output, kept, removed, achieved, lines = _prune_code(
+            text, offsets, score, fr, goal, tokenizer, protected_spans, user_spans
+        )
+        mode = "code-lines" if lines else "code"
+        valid = fr.valid(output[: len(output) - (len(text) - fr.cut)])
+    else:
         protected_spans += spans_of(text, [PROSE_NAMES, NEWLINES])
         protected = mark(offsets, protected_spans)
-        mode = "prose"
-    else:
-        removable = code_removable_spans(text, code_language) or []
-        in_removable = contained(offsets, removable)
-        # complete code (or code cut right after a block opener) must stay complete
-        strict = parses(
-            text + (_completion(text) if code_language == "python" else ""), code_language
+        output, kept, removed, achieved = _prune_prose(
+            text, offsets, score, protected, goal, tokenizer
         )
-        hard = mark(offsets, protected_spans)
-        protected = [not r or h for r, h in zip(in_removable, hard, strict=True)]
-        mode = "code"
+        mode, valid = "prose", None
+    return PruneResult(
+        text=output,
+        original_tokens=n,
+        kept_tokens=achieved,
+        requested_rate=rate if rate is not None else (goal / n if n else None),
+        achieved_rate=achieved / n if n else 1.0,
+        method=method,
+        mode=mode,
+        kept_spans=kept,
+        removed_spans=removed,
+        parses=valid,
+        language=fr.language if fr is not None else None,
+        verbatim_tail=len(text) - fr.cut if fr is not None else 0,
+    )
+
+
+def _prune_prose(
+    text: str,
+    offsets: list[tuple[int, int]],
+    score: torch.Tensor,
+    protected: list[bool],
+    goal: int,
+    tokenizer: Any,
+) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]], int]:
     units = word_units(text, offsets)
     keep_count = goal
     best = None
@@ -250,96 +286,143 @@ def prune(
         if abs(achieved - goal) <= max(1, 0.02 * goal):
             break
         keep_count = max(1, keep_count + (goal - achieved))
-    output, kept, removed, achieved = best
-    if code_language is not None and achieved > goal * 1.05:
-        output, kept, removed = _prune_lines(
-            output, score, offsets, keep, code_language, goal, tokenizer, strict
-        )
-        achieved = count_tokens(tokenizer, output)
-        mode = "code-lines"
-    return PruneResult(
-        text=output,
-        original_tokens=n,
-        kept_tokens=achieved,
-        requested_rate=rate if rate is not None else (goal / n if n else None),
-        achieved_rate=achieved / n if n else 1.0,
-        method=method,
-        mode=mode,
-        kept_spans=kept,
-        removed_spans=removed,
-        parses=_valid(output, code_language, strict) if code_language else None,
-    )
+    return best
 
 
-def _completion(text: str) -> str:
-    """A `pass` line that closes a trailing block opener (prompts often end with "...:")."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines or not lines[-1].rstrip().endswith(":"):
-        return ""
-    indent = len(lines[-1]) - len(lines[-1].lstrip())
-    return ("" if text.endswith("\n") else "\n") + " " * (indent + 4) + "pass\n"
+class _Removed:
+    """Disjoint sorted character intervals removed from a text."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def with_span(self, start: int, end: int) -> tuple[list[int], list[int]]:
+        i = bisect.bisect_left(self.ends, start)
+        j = bisect.bisect_right(self.starts, end)
+        if i < j:
+            start, end = min(start, self.starts[i]), max(end, self.ends[j - 1])
+        return self.starts[:i] + [start] + self.starts[j:], self.ends[:i] + [end] + self.ends[j:]
+
+    def apply(self, text: str, starts: list[int], ends: list[int], limit: int) -> str:
+        pieces, previous = [], 0
+        for start, end in zip(starts, ends, strict=True):
+            if start >= limit:
+                break
+            pieces.append(text[previous:start])
+            previous = end
+        pieces.append(text[previous:limit])
+        return "".join(pieces)
 
 
-def _valid(text: str, language: str, strict: bool) -> bool:
-    """Complete code (or a prompt cut right after a block opener) must pass the interpreter's
-    parser too; any other fragment only the tree-sitter grammar."""
-    if strict:
-        return parses(text + (_completion(text) if language == "python" else ""), language)
-    parser = parser_for(language)
-    return parser is None or not parser.parse(text.encode("utf-8")).root_node.has_error
-
-
-def _prune_lines(
-    output: str,
-    score: torch.Tensor,
+def _prune_code(
+    text: str,
     offsets: list[tuple[int, int]],
-    keep: list[bool],
-    language: str,
+    score: torch.Tensor,
+    fr: Frame,
     goal: int,
     tokenizer: Any,
-    strict: bool,
-) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]]]:
-    """Coarser pruning for code: drop whole lines, least important first, while it parses."""
-    line_values: list[list[float]] = [[]]
-    kept_scores = [v for v, flag in zip(score.tolist(), keep, strict=True) if flag]
-    position = 0
-    kept_offsets = [o for o, flag in zip(offsets, keep, strict=True) if flag]
-    for (start, end), value in zip(kept_offsets, kept_scores, strict=True):
-        length = end - start
-        piece = output[position : position + length]
-        line_values[-1].append(value)
-        for _ in range(piece.count("\n")):
-            line_values.append([])
-        position += length
-    lines = output.splitlines(keepends=True)
-    means = [sum(v) / len(v) if v else 0.0 for v in line_values][: len(lines)]
-    means += [0.0] * (len(lines) - len(means))
-    alive = [True] * len(lines)
-    total = count_tokens(tokenizer, output)
-    order = sorted(range(len(lines)), key=lambda i: (means[i], i))
-    # Several passes: a block opener can only go once its body has gone. The first passes
-    # refuse a removal that would undershoot the goal by more than 3%; the last one does not.
-    for careful in (True, True, True, False):
-        progress = False
-        for index in order:
-            if total <= goal:
+    protected_spans: list[tuple[int, int]],
+    user_spans: list[tuple[int, int]],
+) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]], int, bool]:
+    """Remove the least important removable words (comments, string contents, indentation)
+    and whole-line statements from the frame's head, each statement removal checked by
+    parsing; the unfinished tail stays as it is."""
+    units = code_units(text, fr)
+    n = len(offsets)
+    inside = contained(offsets, units.removable)
+    hard = mark(offsets, protected_spans)
+    values = score.tolist()
+    token_starts = [start for start, _ in offsets]
+    token_ends = [end for _, end in offsets]
+    # (mean importance, start token, end token, start char, end char, is statement)
+    candidates: list[tuple[float, int, int, int, int, bool]] = []
+    for first, last in word_units(text, offsets):
+        if token_ends[last - 1] <= fr.cut and all(
+            inside[i] and not hard[i] for i in range(first, last)
+        ):
+            mean = sum(values[first:last]) / (last - first)
+            candidates.append((mean, first, last, offsets[first][0], offsets[last - 1][1], False))
+    user = sorted(user_spans)
+    for start, end in units.statements:
+        first = bisect.bisect_left(token_starts, start)
+        last = bisect.bisect_right(token_ends, end)
+        if last <= first:
+            continue
+        k = bisect.bisect_left(user, (end,))
+        if any(s < end and e > start for s, e in user[:k]):
+            continue  # --protect text never goes, not even with its line
+        mean = sum(values[first:last]) / (last - first)
+        candidates.append((mean, first, last, start, end, True))
+    for start, end in units.blank_runs:
+        first = bisect.bisect_right(token_ends, start)
+        last = bisect.bisect_left(token_starts, end)
+        if last > first and end > start:
+            mean = sum(values[first:last]) / (last - first)
+            candidates.append((mean, first, last, start, end, True))
+    candidates.sort()
+    head = text[: fr.cut]
+    tail = text[fr.cut :]
+
+    checked: dict[tuple[bool, str], bool] = {}
+
+    def ok(candidate: str, strict: bool) -> bool:
+        """Parse check, memoised (the runs for successive budgets share their first steps).
+        Not strict: the tree-sitter grammar only; the interpreter's parser (Python) runs on the
+        result, and only when that fails does every step get the strict check."""
+        key = (strict, candidate)
+        if key not in checked:
+            checked[key] = (fr.valid if strict else fr.valid_tree)(candidate)
+        return checked[key]
+
+    def run(need: int, strict: bool) -> tuple[_Removed, bool]:
+        removed = _Removed()
+        gone = [False] * n
+        count = 0
+        lines = False
+        slack = max(2, round(0.02 * goal))
+        for final in (False, True):
+            for _, first, last, start, end, statement in candidates:
+                if count >= need:
+                    break
+                fresh = sum(1 for i in range(first, last) if not gone[i])
+                if not fresh:
+                    continue
+                if statement and not final and count + fresh > need + slack:
+                    continue  # too big for what is left to remove: try smaller ones first
+                starts, ends = removed.with_span(start, end)
+                if statement and not ok(removed.apply(head, starts, ends, fr.cut), strict):
+                    continue
+                removed.starts, removed.ends = starts, ends
+                for i in range(first, last):
+                    gone[i] = True
+                count += fresh
+                lines |= statement
+            if count >= need:
                 break
-            if not alive[index] or not lines[index].strip():
-                continue
-            alive[index] = False
-            candidate = "".join(line for line, a in zip(lines, alive, strict=True) if a)
-            count = (
-                count_tokens(tokenizer, candidate) if _valid(candidate, language, strict) else None
-            )
-            if count is None or (careful and count < goal * 0.97):
-                alive[index] = True
-                continue
-            total, progress = count, True
-        if total <= goal or (not progress and not careful):
+        return removed, lines
+
+    need = n - goal
+    best = None
+    strict = False
+    for _ in range(4):  # re-tokenised output length drifts from the estimate: correct it
+        removed, lines = run(max(0, need), strict)
+        if not strict and not ok(removed.apply(head, removed.starts, removed.ends, fr.cut), True):
+            strict = True
+            removed, lines = run(max(0, need), strict)
+        output = removed.apply(head, removed.starts, removed.ends, fr.cut) + tail
+        achieved = count_tokens(tokenizer, output)
+        if best is None or abs(achieved - goal) < abs(best[0] - goal):
+            best = (achieved, removed, output, lines)
+        if abs(achieved - goal) <= max(1, 0.02 * goal):
             break
-    result = "".join(line for line, a in zip(lines, alive, strict=True) if a)
-    kept_spans, removed_spans, position = [], [], 0
-    for line, a in zip(lines, alive, strict=True):
-        (kept_spans if a else removed_spans).append((position, position + len(line)))
-        position += len(line)
-    return result, kept_spans, removed_spans
+        need += achieved - goal
+    achieved, removed, output, lines = best
+    kept_spans, removed_spans, previous = [], [], 0
+    for start, end in zip(removed.starts, removed.ends, strict=True):
+        if start > previous:
+            kept_spans.append((previous, start))
+        removed_spans.append((start, end))
+        previous = end
+    if previous < len(text):
+        kept_spans.append((previous, len(text)))
+    return output, kept_spans, removed_spans, achieved, lines

@@ -60,15 +60,18 @@ def score_tokens(
             end = min(start + window, n)
             chunk = torch.tensor([ids[start:end]], device=device)
             out = model(chunk, output_attentions=True)
-            log_p = torch.log_softmax(out.logits[0].double(), dim=-1).cpu()
             first = start if start == 0 else start + overlap
             positions = torch.arange(max(first, start + 1), end)
             local = positions - start
+            # only the rows scored in this window, in float32 (the vocabulary axis is the
+            # expensive one); sums go to float64 below
+            log_p = torch.log_softmax(out.logits[0, local - 1].float(), dim=-1).cpu()
             targets = torch.tensor(ids, dtype=torch.long)[positions]
-            surprisal[positions] = -log_p[local - 1, targets]
-            probs = log_p[local - 1].exp()
-            entropy[positions] = -(probs * log_p[local - 1]).sum(-1) / vocab_log
-            stacked = torch.stack([a[0].double().cpu() for a in out.attentions]).mean(dim=(0, 1))
+            rows = torch.arange(len(positions))
+            surprisal[positions] = -log_p[rows, targets].double()
+            entropy[positions] = -(log_p.exp() * log_p).sum(-1).double() / vocab_log
+            stacked = sum(a[0].float().sum(0).cpu() for a in out.attentions).double()
+            stacked /= len(out.attentions) * out.attentions[0].shape[1]
             length = end - start
             weights = stacked * torch.arange(1, length + 1, dtype=torch.float64).unsqueeze(1)
             received = weights.tril().sum(0) / torch.arange(length, 0, -1, dtype=torch.float64)

@@ -91,7 +91,8 @@ def test_bad_options():
     with pytest.raises(InputError, match="--rate"):
         PruneOptions(rate=1.5)
     with pytest.raises(InputError, match="--rate"):
-        PruneOptions()
+        PruneOptions(method="hybrid")
+    assert PruneOptions().method == "ewma"  # the default keeps what stands out by 1.2x (seed)
     with pytest.raises(InputError, match="--method"):
         PruneOptions(rate=0.5, method="magic")
     with pytest.raises(InputError, match=r"\(\[a-"):

@@ -1,0 +1,267 @@
+"""Code as prune sees it: the part that parses, what may go from it, and the check that it still
+parses.
+
+Contexts are usually cut out of a file, so they rarely end where a definition ends. The frame
+of a code text is its longest head, cut at a line start, that parses once the brackets (or, for
+Python, the block) left open there are closed; what follows the cut (the line being written)
+is kept verbatim. Everything prune removes comes from the head, and every removal of a whole
+statement is checked by parsing head + closers again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from copilot_cli.core.syntax import parser_for, parses
+
+# languages tried, in order, when a text comes without one
+DETECT = ("python", "go", "rust", "typescript", "javascript", "java", "cpp", "c")
+# top-level node types that show a text is code in that language (not prose that happens to
+# parse): definitions, imports, declarations
+CODE_KINDS = {
+    "python": {
+        "function_definition",
+        "class_definition",
+        "decorated_definition",
+        "import_statement",
+        "import_from_statement",
+        "if_statement",
+        "for_statement",
+        "while_statement",
+        "return_statement",
+    },
+    "go": {
+        "package_clause",
+        "import_declaration",
+        "function_declaration",
+        "method_declaration",
+        "type_declaration",
+    },
+    "rust": {
+        "use_declaration",
+        "function_item",
+        "struct_item",
+        "enum_item",
+        "impl_item",
+        "trait_item",
+        "mod_item",
+    },
+    "typescript": {
+        "import_statement",
+        "export_statement",
+        "function_declaration",
+        "class_declaration",
+        "interface_declaration",
+        "type_alias_declaration",
+        "lexical_declaration",
+    },
+    "javascript": {
+        "import_statement",
+        "export_statement",
+        "function_declaration",
+        "class_declaration",
+        "lexical_declaration",
+    },
+    "java": {"package_declaration", "import_declaration", "class_declaration"},
+    "cpp": {"preproc_include", "function_definition", "class_specifier", "namespace_definition"},
+    "c": {"preproc_include", "function_definition", "struct_specifier"},
+}
+COMMENT_TYPES = {"comment", "line_comment", "block_comment", "documentation_comment"}
+STRING_CONTENT_TYPES = {"string_content", "string_fragment", "interpreted_string_literal_content"}
+_CANDIDATE_CUTS = 40  # line starts tried from the end before giving up on a frame
+
+
+@dataclass(frozen=True)
+class Frame:
+    """`text[:cut] + completion` parses; `text[cut:]` is the unfinished rest, kept verbatim."""
+
+    language: str
+    cut: int
+    completion: str
+
+    def valid(self, head: str) -> bool:
+        return parses(head + self.completion, self.language)
+
+    def valid_tree(self, head: str) -> bool:
+        """The tree-sitter half of `valid` (for Python, the interpreter's parser is stricter
+        about indentation: `valid` checks both)."""
+        parser = parser_for(self.language)
+        return not parser.parse((head + self.completion).encode("utf-8")).root_node.has_error
+
+
+def _python_completion(head: str) -> str:
+    """Close what Python leaves open at the end of `head`: brackets, then a block opener."""
+    closers = _closers(head, python=True)
+    if closers:
+        return "".join(closers)
+    lines = [line for line in head.splitlines() if line.strip()]
+    if not lines or not lines[-1].rstrip().endswith(":"):
+        return ""
+    indent = len(lines[-1]) - len(lines[-1].lstrip())
+    return ("" if head.endswith("\n") else "\n") + " " * (indent + 4) + "pass\n"
+
+
+_CHAR_LITERAL = re.compile(r"'(?:\\.[^'\n]{0,8}|[^'\\\n])'")
+
+
+def _closers(text: str, *, python: bool = False) -> list[str]:
+    """The closing brackets for the brackets `text` leaves open (outside strings/comments),
+    innermost first."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    stack: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if (python and c == "#") or (not python and text.startswith("//", i)):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if not python and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if python and text.startswith(('"""', "'''"), i):
+            j = text.find(text[i : i + 3], i + 3)
+            i = n if j < 0 else j + 3
+            continue
+        if c == '"' or (c == "`" and not python) or (c == "'" and python):
+            j = i + 1
+            while j < n and text[j] != c and (c == "`" or text[j] != "\n"):
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "'":
+            match = _CHAR_LITERAL.match(text, i)
+            i = match.end() if match else i + 1  # else a Rust lifetime or label
+            continue
+        if c in pairs:
+            stack.append(pairs[c])
+        elif c in ")]}" and stack and stack[-1] == c:
+            stack.pop()
+        i += 1
+    return stack[::-1]
+
+
+def completion_for(head: str, language: str) -> str:
+    if language == "python":
+        return _python_completion(head)
+    closers = _closers(head)
+    return "".join("\n" + c for c in closers) + ("\n" if closers else "")
+
+
+def frame(text: str, language: str, *, min_share: float = 0.5) -> Frame | None:
+    """The frame of `text` in `language`: the whole text when it parses (after closing what is
+    left open), else the longest head cut at one of the last line starts that does. None when
+    no head of at least `min_share` of the text parses, or there is no grammar."""
+    if parser_for(language) is None:
+        return None
+    starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)]
+    candidates = [len(text)] + starts[::-1][:_CANDIDATE_CUTS]
+    for cut in candidates:
+        if cut < min_share * len(text) or (cut < len(text) and not text[:cut].strip()):
+            break
+        head = text[:cut]
+        completion = completion_for(head, language)
+        if parses(head + completion, language):
+            return Frame(language, cut, completion)
+    return None
+
+
+def detect(text: str) -> Frame | None:
+    """The frame of `text` in the first language whose grammar takes most of it and whose top
+    level holds definitions or imports; None for prose."""
+    best: Frame | None = None
+    for language in DETECT:
+        found = frame(text, language, min_share=0.5 if best is None else best.cut / len(text))
+        if found is None or (best is not None and found.cut <= best.cut):
+            continue
+        tree = parser_for(language).parse((text[: found.cut] + found.completion).encode())
+        kinds = {child.type for child in tree.root_node.named_children}
+        if kinds & CODE_KINDS[language] or _assignments(tree, language):
+            best = found
+            if found.cut == len(text):
+                break
+    return best
+
+
+def _assignments(tree: Any, language: str) -> bool:
+    return language == "python" and any(
+        c.type == "expression_statement"
+        and c.named_child_count
+        and c.named_children[0].type == "assignment"
+        for c in tree.root_node.named_children
+    )
+
+
+def _byte_to_char(text: str) -> Any:
+    if text.isascii():
+        return lambda b: b
+    positions = []
+    for index, char in enumerate(text):
+        positions.extend([index] * len(char.encode("utf-8")))
+    positions.append(len(text))
+    return lambda b: positions[b]
+
+
+@dataclass
+class CodeUnits:
+    """What may go from a frame's head: character spans removable token by token (inside
+    comments and strings; indentation where the language ignores it) and whole-line
+    statements/members (each removal checked)."""
+
+    removable: list[tuple[int, int]]
+    statements: list[tuple[int, int]]
+    blank_runs: list[tuple[int, int]]  # newlines of runs of blank lines (one newline stays)
+
+
+def code_units(text: str, fr: Frame) -> CodeUnits:
+    head = text[: fr.cut]
+    data = (head + fr.completion).encode("utf-8")
+    tree = parser_for(fr.language).parse(data)
+    to_char = _byte_to_char(head + fr.completion)
+    line_starts = [0] + [m.end() for m in re.finditer("\n", head)]
+    removable: list[tuple[int, int]] = []
+    statements: set[tuple[int, int]] = set()
+
+    def owns_lines(start: int, end: int) -> tuple[int, int] | None:
+        if end > fr.cut or end <= start:
+            return None
+        first = line_starts[bisect.bisect_right(line_starts, start) - 1]
+        if head[first:start].strip():
+            return None
+        stop = head.find("\n", end)
+        stop = fr.cut if stop < 0 else stop + 1
+        if head[end:stop].strip():
+            return None
+        return first, stop
+
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        start, end = to_char(node.start_byte), to_char(node.end_byte)
+        if start >= fr.cut:
+            continue
+        if node.type in COMMENT_TYPES:
+            body = head[start : min(end, fr.cut)].rstrip("\r\n")  # some grammars take the \n
+            marker = 2 if body[:2] in ("//", "/*") else 1
+            closing = 2 if body.endswith("*/") and marker == 2 and len(body) >= 4 else 0
+            removable.append((start + marker, start + len(body) - closing))
+        elif node.type in STRING_CONTENT_TYPES:
+            removable.append((start, min(end, fr.cut)))
+        if node.is_named and node.parent is not None:
+            span = owns_lines(start, end)
+            if span is not None:
+                statements.add(span)
+        if node.type not in COMMENT_TYPES:
+            stack.extend(node.children)
+    if fr.language != "python":  # indentation carries no syntax outside Python
+        for m in re.finditer(r"(?m)^[ \t]+", head):
+            removable.append(m.span())
+    # runs of blank lines: all their newlines but the last go (at the very start, all of them)
+    blank_runs = [(0, m.end()) for m in re.finditer(r"\A(?:[ \t]*\n)+", head)]
+    for m in re.finditer(r"(?<=.)\n(?:[ \t]*\n)+", head):
+        blank_runs.append((m.start(), head.rfind("\n", 0, m.end())))
+    return CodeUnits(sorted(removable), sorted(statements), blank_runs)
