@@ -43,7 +43,12 @@ def prune_command(
         list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
     ] = None,
     language: Annotated[
-        str | None, option("--language", help="python or text (default: detect).")
+        str | None,
+        option(
+            "--language",
+            help="python, go, rust, typescript, tsx, javascript, java, c, cpp, or text "
+            "(default: from the file extension, else detected).",
+        ),
     ] = None,
     out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
     device: DeviceOpt = "cpu",
@@ -53,8 +58,12 @@ def prune_command(
     """Compress a prompt or context file, keeping protected spans and code validity."""
     from copilot_cli.core.artifacts import write_bytes
     from copilot_cli.core.models import load_model
+    from copilot_cli.core.syntax import EXTENSIONS, PROSE
     from copilot_cli.prune import PruneOptions, prune
 
+    if language is None and input_path != "-":
+        suffix = Path(input_path).suffix.lower()
+        language = EXTENSIONS.get(suffix) or ("text" if suffix in PROSE else None)
     options = PruneOptions(
         rate=rate,
         target_tokens=target_tokens,
@@ -88,6 +97,11 @@ def prune_command(
     stderr_console.print(
         f"{result.original_tokens} -> {result.kept_tokens} tokens "
         f"({result.achieved_rate:.1%}, {result.mode})"
-        + ("" if result.parses is None else f", parses: {'yes' if result.parses else 'NO'}"),
+        + ("" if result.parses is None else f", parses: {'yes' if result.parses else 'NO'}")
+        + (
+            f", last {result.verbatim_tail} characters kept as they are"
+            if result.verbatim_tail
+            else ""
+        ),
         highlight=False,
     )

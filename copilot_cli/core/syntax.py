@@ -44,6 +44,9 @@ _GRAMMARS = {
 }
 
 
+GRAMMARS = tuple(_GRAMMARS)
+
+
 @functools.cache
 def grammar(language: str) -> Any | None:
     """The tree-sitter Language for `language`, or None when its package is missing."""

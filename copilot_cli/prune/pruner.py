@@ -7,11 +7,13 @@ Methods (all rank-based, so scores of different scales combine):
                predictive entropy), the seed's importance formula) + 0.4 × relative position
                (text nearest the point of generation matters most to the continuation)
     ewma       hybrid divided by its EWMA-smoothed running level (α = 0.95): keep tokens that
-               stand out from their neighbourhood; without a rate, keep those above 1.2× it
+               stand out from their neighbourhood (so removal spreads over the whole text);
+               without a rate, keep those above 1.2× it. The default.
 Protected tokens are never removed: numbers, negations, `--protect` patterns; in prose, names,
-identifiers, code spans and URLs stay whole; in code only comment and string contents are
-removable token by token, then whole lines when that is not enough, and the output must still
-parse (each line removal is checked with the tree-sitter parser).
+identifiers, code spans and URLs stay whole. Code (see code.py) loses only words inside
+comments and strings, indentation where the language ignores it, runs of blank lines, and whole
+line-owning statements, each statement removal checked by parsing; `--protect` text stays even
+then. The unfinished end of a context cut out of a file is kept as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import InputError
+from copilot_cli.core.syntax import GRAMMARS
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets, leading_special_ids
 from copilot_cli.prune.code import Frame, code_units, detect, frame
 from copilot_cli.prune.protect import (
@@ -48,7 +51,7 @@ class PruneOptions:
     target_tokens: int | None = None
     method: str = "ewma"
     protect: tuple[str, ...] = ()
-    language: str | None = None  # "python", "text", or None to detect
+    language: str | None = None  # a grammar name (see core.syntax), "text", or None to detect
     window: int = 512
     overlap: int = 128
 
@@ -61,6 +64,11 @@ class PruneOptions:
             raise InputError(f"{self.rate} is outside (0, 1]", where="--rate")
         if self.target_tokens is not None and self.target_tokens < 1:
             raise InputError("must be at least 1", where="--target-tokens")
+        if self.language not in (None, "text", *GRAMMARS):
+            raise InputError(
+                f"unknown language {self.language!r}; choose text or {', '.join(GRAMMARS)}",
+                where="--language",
+            )
         if self.method not in METHODS:
             raise InputError(
                 f"unknown method {self.method!r}; choose {', '.join(METHODS)}", where="--method"
@@ -202,8 +210,8 @@ def prune(
 ) -> PruneResult:
     """Compress `text` to about `rate` of its tokens (or `target_tokens`) with the given method.
 
-    Deterministic; memory is bounded by the scoring window. For code (Python today), the
-    result parses whenever the input did.
+    Deterministic; memory is bounded by the scoring window. For code (`language`, or detected
+    when None), the part of the input that parses still parses.
     """
     options = PruneOptions(
         rate=rate,

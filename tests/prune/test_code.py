@@ -1,0 +1,139 @@
+"""prune's code mode on real files of every language the sample repository has (real
+tree-sitter grammars, the shipped model)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from copilot_cli.cli import app
+from copilot_cli.core.models import ModelSpec, load_model
+from copilot_cli.core.syntax import parser_for, parses
+from copilot_cli.prune import prune
+from copilot_cli.prune.code import code_units, completion_for, detect, frame
+from copilot_cli.prune.pruner import word_units
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = {
+    "python": REPO / "sample_data" / "repo" / "src" / "kvstore" / "lru.py",
+    "go": REPO / "sample_data" / "repo" / "worker" / "wal.go",
+    "rust": REPO / "sample_data" / "repo" / "hashring" / "src" / "lib.rs",
+    "typescript": REPO / "sample_data" / "repo" / "client" / "src" / "client.ts",
+}
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_model(ModelSpec())
+
+
+def _errors(text: str, language: str) -> int:
+    stack, count = [parser_for(language).parse(text.encode()).root_node], 0
+    while stack:
+        node = stack.pop()
+        count += node.type == "ERROR" or node.is_missing
+        stack.extend(node.children)
+    return count
+
+
+def _cut(text: str, share: float) -> str:
+    """A context cut out of a file in the middle of a line, as an editor sends it."""
+    return text[: int(len(text) * share)]
+
+
+@pytest.mark.parametrize("language", sorted(SAMPLES))
+def test_detects_language_of_whole_and_cut_files(language):
+    text = SAMPLES[language].read_text()
+    assert detect(text).language == language
+    assert detect(_cut(text, 0.6)).language == language
+
+
+def test_prose_is_not_code():
+    for name in ("architecture.md", "operations.md"):
+        assert detect((REPO / "sample_data" / "repo" / "docs" / name).read_text()) is None
+
+
+@pytest.mark.parametrize("language", sorted(SAMPLES))
+def test_frame_of_a_cut_file_parses_and_ends_at_a_line_start(language):
+    text = _cut(SAMPLES[language].read_text(), 0.6)
+    found = frame(text, language)
+    assert found is not None and found.cut >= len(text) // 2
+    assert found.cut == len(text) or text[found.cut - 1] == "\n"
+    assert parses(text[: found.cut] + found.completion, language)
+    assert not parses(text, language) or found.cut == len(text)
+
+
+def test_completion_closes_brackets_outside_strings_and_comments():
+    go = 'func f() {\n\tx := "{{("\n\t// a comment with {\n\tif y {\n\t\tg(`raw {`,\n'
+    assert completion_for(go, "go") == "\n)\n}\n}\n"
+    assert parses(go + completion_for(go, "go"), "go")
+    python = "class A:\n    def f(self):\n"
+    assert parses(python + completion_for(python, "python"), "python")
+    rust = "impl<'a> A<'a> {\n    fn f(&self) -> char {\n        let c = '{';\n"
+    assert completion_for(rust, "rust") == "\n}\n}\n"
+
+
+def test_comment_spans_never_take_the_line_break():
+    text = "/// Doc comment.\n#[derive(Debug)]\npub struct A {\n    x: u32, // note\n}\n"
+    units = code_units(text, frame(text, "rust"))
+    assert units.removable and all("\n" not in text[a:b] for a, b in units.removable)
+    for a, b in units.statements:  # whole lines
+        assert (a == 0 or text[a - 1] == "\n") and text[b - 1] == "\n"
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.33])
+@pytest.mark.parametrize("language", sorted(SAMPLES))
+def test_code_output_has_no_new_syntax_error(shipped, language, rate):
+    for text in (SAMPLES[language].read_text(), _cut(SAMPLES[language].read_text(), 0.6)):
+        result = prune(text, shipped.model, shipped.tokenizer, rate=rate)
+        assert result.language == language and result.mode.startswith("code")
+        assert result.parses is True
+        assert abs(result.achieved_rate - rate) <= 0.05 * rate
+        assert _errors(result.text, language) <= _errors(text, language)
+        if result.verbatim_tail:  # the unfinished line(s) survive as they are
+            assert result.text.endswith(text[-result.verbatim_tail :])
+        found = frame(text, language)
+        head = result.text[: len(result.text) - (len(text) - found.cut)]
+        assert parses(head + found.completion, language)
+
+
+def test_whole_python_file_still_compiles(shipped):
+    text = SAMPLES["python"].read_text()
+    result = prune(text, shipped.model, shipped.tokenizer, rate=0.33)
+    assert result.mode == "code-lines" and result.verbatim_tail == 0
+    compile(result.text, "pruned.py", "exec")  # the interpreter's parser, not only tree-sitter
+
+
+def test_protect_survives_line_removal(shipped):
+    text = SAMPLES["go"].read_text()
+    pattern = r"ErrCorrupt|0o644"
+    result = prune(text, shipped.model, shipped.tokenizer, rate=0.3, protect=(pattern,))
+    assert result.mode == "code-lines"
+    assert len(re.findall(pattern, result.text)) == len(re.findall(pattern, text))
+
+
+def test_named_language_that_does_not_parse_falls_back_to_prose(shipped):
+    text = (REPO / "sample_data" / "repo" / "docs" / "architecture.md").read_text()
+    result = prune(text, shipped.model, shipped.tokenizer, rate=0.5, language="go")
+    assert result.mode == "prose" and result.parses is None and result.language is None
+
+
+def test_marks_inside_words_are_not_removed_alone():
+    text = "see count-entry and a.b then stop."
+    offsets = [(m.start(), m.end()) for m in re.finditer(r"\w+|[^\w\s]| ", text)]
+    pieces = [
+        "".join(text[slice(*offsets[i])] for i in range(a, b)) for a, b in word_units(text, offsets)
+    ]
+    assert " count-entry" in pieces and " a.b" in pieces and pieces[-1] == "."
+
+
+def test_cli_takes_language_from_extension(runner, tmp_path):
+    source = tmp_path / "wal.go"
+    source.write_text(_cut(SAMPLES["go"].read_text(), 0.7))
+    result = runner.invoke(app, ["prune", str(source), "--rate", "0.5", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["language"] == "go" and payload["parses"] is True
+    result = runner.invoke(app, ["prune", str(source), "--rate", "0.5", "--language", "cobol"])
+    assert result.exit_code == 2 and "--language" in result.stderr
