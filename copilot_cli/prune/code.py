@@ -11,8 +11,9 @@ statement is checked by parsing head + closers again.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from copilot_cli.core.syntax import parser_for, parses
@@ -85,12 +86,6 @@ class Frame:
     def valid(self, head: str) -> bool:
         return parses(head + self.completion, self.language)
 
-    def valid_tree(self, head: str) -> bool:
-        """The tree-sitter half of `valid` (for Python, the interpreter's parser is stricter
-        about indentation: `valid` checks both)."""
-        parser = parser_for(self.language)
-        return not parser.parse((head + self.completion).encode("utf-8")).root_node.has_error
-
 
 def _python_completion(head: str) -> str:
     """Close what Python leaves open at the end of `head`: brackets, then a block opener."""
@@ -152,12 +147,34 @@ def completion_for(head: str, language: str) -> str:
     return "".join("\n" + c for c in closers) + ("\n" if closers else "")
 
 
-def frame(text: str, language: str, *, min_share: float = 0.5) -> Frame | None:
+def _errors(tree: Any) -> tuple[int, int]:
+    """ERROR and MISSING nodes, and the bytes the ERROR nodes cover."""
+    stack, count, covered = [tree.root_node], 0, 0
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            count += 1
+            covered += node.end_byte - node.start_byte
+        elif node.has_error:
+            stack.extend(node.children)
+    return count, covered
+
+
+def frame(text: str, language: str, *, min_share: float = 0.5, quick: bool = False) -> Frame | None:
     """The frame of `text` in `language`: the whole text when it parses (after closing what is
     left open), else the longest head cut at one of the last line starts that does. None when
-    no head of at least `min_share` of the text parses, or there is no grammar."""
-    if parser_for(language) is None:
+    no head of at least `min_share` of the text parses, or there is no grammar. `quick`
+    (detection): None at once when the whole text has errors all over, as prose or another
+    language has (a cut-off context has a few, at its end)."""
+    parser = parser_for(language)
+    if parser is None:
         return None
+    if quick:  # judged without the last line, which a cut may have left in mid-string
+        whole = text[: text.rstrip("\n").rfind("\n") + 1] or text
+        data = (whole + completion_for(whole, language)).encode("utf-8")
+        count, covered = _errors(parser.parse(data))
+        if count > 4 or covered > 0.5 * len(data):
+            return None
     starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)]
     candidates = [len(text)] + starts[::-1][:_CANDIDATE_CUTS]
     for cut in candidates:
@@ -175,7 +192,12 @@ def detect(text: str) -> Frame | None:
     level holds definitions or imports; None for prose."""
     best: Frame | None = None
     for language in DETECT:
-        found = frame(text, language, min_share=0.5 if best is None else best.cut / len(text))
+        found = frame(
+            text,
+            language,
+            min_share=0.5 if best is None else best.cut / len(text),
+            quick=True,
+        )
         if found is None or (best is not None and found.cut <= best.cut):
             continue
         tree = parser_for(language).parse((text[: found.cut] + found.completion).encode())
@@ -215,6 +237,7 @@ class CodeUnits:
     removable: list[tuple[int, int]]
     statements: list[tuple[int, int]]
     blank_runs: list[tuple[int, int]]  # newlines of runs of blank lines (one newline stays)
+    segments: Segment  # where a removal is checked (see Segment)
 
 
 def code_units(text: str, fr: Frame) -> CodeUnits:
@@ -264,4 +287,97 @@ def code_units(text: str, fr: Frame) -> CodeUnits:
     blank_runs = [(0, m.end()) for m in re.finditer(r"\A(?:[ \t]*\n)+", head)]
     for m in re.finditer(r"(?<=.)\n(?:[ \t]*\n)+", head):
         blank_runs.append((m.start(), head.rfind("\n", 0, m.end())))
-    return CodeUnits(sorted(removable), sorted(statements), blank_runs)
+    root = Segment(0, fr.cut, (), (), fr.completion)
+    root.children = _top_segments(head, fr, tree, to_char, line_starts)
+    return CodeUnits(sorted(removable), sorted(statements), blank_runs, root)
+
+
+# a segment larger than this is split at the statements/members of its body, so a removal
+# inside it is checked by parsing the piece it lies in (with the headers and footers around
+# it), not the whole file
+SPLIT_CHARS = 1500
+
+
+@dataclass
+class Segment:
+    """A piece of the head that parses on its own once `before` (headers of the definitions
+    around it), `extra` (the frame's completion or nothing) and `after` (their footers) are
+    added: `before + text[start:end] + extra + after`."""
+
+    start: int
+    end: int
+    before: tuple[tuple[int, int], ...]
+    after: tuple[tuple[int, int], ...]
+    extra: str = ""
+    children: list[Segment] = field(default_factory=list)
+
+    def innermost(self, start: int, end: int) -> list[Segment]:
+        """The chain of segments from this one down to the smallest holding [start, end)."""
+        chain = [self]
+        while chain[-1].children:
+            kids = chain[-1].children
+            index = bisect.bisect_right([k.start for k in kids], start) - 1
+            if index < 0 or kids[index].end < end:
+                break
+            chain.append(kids[index])
+        return chain
+
+
+def _line_start(line_starts: list[int], position: int) -> int:
+    return line_starts[bisect.bisect_right(line_starts, position) - 1]
+
+
+def _body(node: Any) -> Any | None:
+    """The block/body node of a definition (looking through decorators and exports)."""
+    body = node.child_by_field_name("body")
+    if body is not None:
+        return body
+    for child in node.named_children:
+        if child.type in ("function_definition", "class_definition") or child.type.endswith(
+            ("_declaration", "_item", "_definition")
+        ):
+            body = child.child_by_field_name("body")
+            if body is not None:
+                return body
+    return None
+
+
+def _top_segments(
+    head: str, fr: Frame, tree: Any, to_char: Any, line_starts: list[int]
+) -> list[Segment]:
+    nodes = [c for c in tree.root_node.named_children if to_char(c.start_byte) < fr.cut]
+    bounds = sorted({0, fr.cut} | {_line_start(line_starts, to_char(c.start_byte)) for c in nodes})
+    segments = []
+    for start, end in itertools.pairwise(bounds):
+        last = end == fr.cut
+        segment = Segment(start, end, (), (), fr.completion if last else "")
+        inside = [c for c in nodes if start <= to_char(c.start_byte) < end]
+        if (not last or not fr.completion) and len(inside) == 1:  # an open one is not split
+            segment.children = _split(head, inside[0], segment, to_char, line_starts)
+        segments.append(segment)
+    return segments
+
+
+def _split(
+    head: str, node: Any, segment: Segment, to_char: Any, line_starts: list[int]
+) -> list[Segment]:
+    """Sub-segments of a large definition: one per member/statement of its body."""
+    if segment.end - segment.start <= SPLIT_CHARS:
+        return []
+    body = _body(node)
+    kids = [k for k in body.named_children] if body is not None else []
+    if len(kids) < 2:
+        return []
+    bounds = [_line_start(line_starts, to_char(k.start_byte)) for k in kids]
+    stop = head.find("\n", to_char(kids[-1].end_byte))
+    stop = len(head) if stop < 0 else stop + 1
+    if bounds != sorted(set(bounds)) or bounds[0] < segment.start or stop > segment.end:
+        return []  # members sharing lines, or a body that does not own its lines
+    bounds.append(stop)
+    header, footer = (segment.start, bounds[0]), (stop, segment.end)
+    out = []
+    for kid, (start, end) in zip(kids, itertools.pairwise(bounds), strict=True):
+        sub = Segment(start, end, (*segment.before, header), (footer, *segment.after))
+        sub.children = _split(head, kid, sub, to_char, line_starts)
+        out.append(sub)
+    return out

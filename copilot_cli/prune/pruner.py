@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.syntax import GRAMMARS
+from copilot_cli.core.syntax import GRAMMARS, parses
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets, leading_special_ids
 from copilot_cli.prune.code import Frame, code_units, detect, frame
 from copilot_cli.prune.protect import (
@@ -297,6 +297,9 @@ def _prune_prose(
     return best
 
 
+WORD, BLANK, STATEMENT = 0, 1, 2  # removal units of code; only statements need a parse check
+
+
 class _Removed:
     """Disjoint sorted character intervals removed from a text."""
 
@@ -304,21 +307,28 @@ class _Removed:
         self.starts: list[int] = []
         self.ends: list[int] = []
 
-    def with_span(self, start: int, end: int) -> tuple[list[int], list[int]]:
+    def add(self, start: int, end: int) -> None:
         i = bisect.bisect_left(self.ends, start)
         j = bisect.bisect_right(self.starts, end)
         if i < j:
             start, end = min(start, self.starts[i]), max(end, self.ends[j - 1])
-        return self.starts[:i] + [start] + self.starts[j:], self.ends[:i] + [end] + self.ends[j:]
+        self.starts[i:j] = [start]
+        self.ends[i:j] = [end]
 
-    def apply(self, text: str, starts: list[int], ends: list[int], limit: int) -> str:
-        pieces, previous = [], 0
-        for start, end in zip(starts, ends, strict=True):
-            if start >= limit:
-                break
-            pieces.append(text[previous:start])
-            previous = end
-        pieces.append(text[previous:limit])
+    def apply(self, text: str, lo: int, hi: int, extra: tuple[int, int] | None = None) -> str:
+        """`text[lo:hi]` without the removed intervals (and without `extra`, if given)."""
+        i = bisect.bisect_right(self.ends, lo)
+        j = bisect.bisect_left(self.starts, hi)
+        spans = list(zip(self.starts[i:j], self.ends[i:j], strict=True))
+        if extra is not None and extra[0] < hi and extra[1] > lo:
+            bisect.insort(spans, extra)
+        pieces, previous = [], lo
+        for start, end in spans:
+            if start > previous:
+                pieces.append(text[previous:start])
+            previous = max(previous, end)
+        if previous < hi:
+            pieces.append(text[previous:hi])
         return "".join(pieces)
 
 
@@ -342,14 +352,14 @@ def _prune_code(
     values = score.tolist()
     token_starts = [start for start, _ in offsets]
     token_ends = [end for _, end in offsets]
-    # (mean importance, start token, end token, start char, end char, is statement)
-    candidates: list[tuple[float, int, int, int, int, bool]] = []
+    # (mean importance, start token, end token, start char, end char, kind)
+    candidates: list[tuple[float, int, int, int, int, int]] = []
     for first, last in word_units(text, offsets):
         if token_ends[last - 1] <= fr.cut and all(
             inside[i] and not hard[i] for i in range(first, last)
         ):
             mean = sum(values[first:last]) / (last - first)
-            candidates.append((mean, first, last, offsets[first][0], offsets[last - 1][1], False))
+            candidates.append((mean, first, last, offsets[first][0], offsets[last - 1][1], WORD))
     user = sorted(user_spans)
     for start, end in units.statements:
         first = bisect.bisect_left(token_starts, start)
@@ -360,64 +370,73 @@ def _prune_code(
         if any(s < end and e > start for s, e in user[:k]):
             continue  # --protect text never goes, not even with its line
         mean = sum(values[first:last]) / (last - first)
-        candidates.append((mean, first, last, start, end, True))
+        candidates.append((mean, first, last, start, end, STATEMENT))
     for start, end in units.blank_runs:
         first = bisect.bisect_right(token_ends, start)
         last = bisect.bisect_left(token_starts, end)
         if last > first and end > start:
             mean = sum(values[first:last]) / (last - first)
-            candidates.append((mean, first, last, start, end, True))
+            candidates.append((mean, first, last, start, end, BLANK))
     candidates.sort()
-    head = text[: fr.cut]
     tail = text[fr.cut :]
+    checked: dict[str, bool] = {}
 
-    checked: dict[tuple[bool, str], bool] = {}
+    def parses_memo(candidate: str) -> bool:
+        if candidate not in checked:  # the runs for successive budgets share their first steps
+            checked[candidate] = parses(candidate, fr.language)
+        return checked[candidate]
 
-    def ok(candidate: str, strict: bool) -> bool:
-        """Parse check, memoised (the runs for successive budgets share their first steps).
-        Not strict: the tree-sitter grammar only; the interpreter's parser (Python) runs on the
-        result, and only when that fails does every step get the strict check."""
-        key = (strict, candidate)
-        if key not in checked:
-            checked[key] = (fr.valid if strict else fr.valid_tree)(candidate)
-        return checked[key]
+    def allowed(removed: _Removed, span: tuple[int, int], local: bool) -> bool:
+        """Whether the head still parses without `span`: checked on the smallest segment
+        holding it (or the one around, when the segment would be left empty)."""
+        chain = units.segments.innermost(*span) if local else [units.segments]
+        for depth in range(len(chain) - 1, -1, -1):
+            segment = chain[depth]
+            body = removed.apply(text, segment.start, segment.end, span)
+            if depth == 1 and not body.strip():
+                return True  # a whole top-level definition goes: the others stay as they were
+            if depth > 1 and not body.strip():
+                continue  # an emptied member: its body must still parse (Python: not empty)
+            around = [removed.apply(text, a, b, span) for a, b in segment.before]
+            after = [removed.apply(text, a, b, span) for a, b in segment.after]
+            return parses_memo("".join(around) + body + segment.extra + "".join(after))
+        return False
 
-    def run(need: int, strict: bool) -> tuple[_Removed, bool]:
+    def run(need: int, local: bool) -> tuple[_Removed, bool]:
         removed = _Removed()
         gone = [False] * n
         count = 0
         lines = False
         slack = max(2, round(0.02 * goal))
         for final in (False, True):
-            for _, first, last, start, end, statement in candidates:
+            for _, first, last, start, end, kind in candidates:
                 if count >= need:
                     break
                 fresh = sum(1 for i in range(first, last) if not gone[i])
                 if not fresh:
                     continue
-                if statement and not final and count + fresh > need + slack:
+                if kind == STATEMENT and not final and count + fresh > need + slack:
                     continue  # too big for what is left to remove: try smaller ones first
-                starts, ends = removed.with_span(start, end)
-                if statement and not ok(removed.apply(head, starts, ends, fr.cut), strict):
+                if kind == STATEMENT and not allowed(removed, (start, end), local):
                     continue
-                removed.starts, removed.ends = starts, ends
+                removed.add(start, end)
                 for i in range(first, last):
                     gone[i] = True
                 count += fresh
-                lines |= statement
+                lines |= kind == STATEMENT
             if count >= need:
                 break
         return removed, lines
 
     need = n - goal
     best = None
-    strict = False
+    local = True
     for _ in range(4):  # re-tokenised output length drifts from the estimate: correct it
-        removed, lines = run(max(0, need), strict)
-        if not strict and not ok(removed.apply(head, removed.starts, removed.ends, fr.cut), True):
-            strict = True
-            removed, lines = run(max(0, need), strict)
-        output = removed.apply(head, removed.starts, removed.ends, fr.cut) + tail
+        removed, lines = run(max(0, need), local)
+        if local and not fr.valid(removed.apply(text, 0, fr.cut)):
+            local = False  # a local check let through what the whole does not take: recheck all
+            removed, lines = run(max(0, need), local)
+        output = removed.apply(text, 0, fr.cut) + tail
         achieved = count_tokens(tokenizer, output)
         if best is None or abs(achieved - goal) < abs(best[0] - goal):
             best = (achieved, removed, output, lines)

@@ -1,6 +1,7 @@
 """prune's code mode on real files of every language the sample repository has (real
 tree-sitter grammars, the shipped model)."""
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -137,3 +138,49 @@ def test_cli_takes_language_from_extension(runner, tmp_path):
     assert payload["language"] == "go" and payload["parses"] is True
     result = runner.invoke(app, ["prune", str(source), "--rate", "0.5", "--language", "cobol"])
     assert result.exit_code == 2 and "--language" in result.stderr
+
+
+def test_removed_intervals_merge_and_apply():
+    from copilot_cli.prune.pruner import _Removed
+
+    removed = _Removed()
+    text = "0123456789abcdef"
+    for span in [(2, 4), (8, 10), (3, 6), (12, 13)]:
+        removed.add(*span)
+    assert list(zip(removed.starts, removed.ends, strict=True)) == [(2, 6), (8, 10), (12, 13)]
+    assert removed.apply(text, 0, len(text)) == "0167abdef"
+    assert removed.apply(text, 5, 12) == "67ab"
+    assert removed.apply(text, 0, len(text), (6, 8)) == "01abdef"
+
+
+def test_large_definitions_are_split_into_members():
+    text = SAMPLES["python"].read_text()
+    units = code_units(text, frame(text, "python"))
+    top = units.segments.children
+    assert top[0].start == 0 and top[-1].end == len(text)
+    assert all(a.end == b.start for a, b in itertools.pairwise(top))
+    split = [s for s in top if s.children]
+    assert split, "the LRU class is larger than one segment"
+    for segment in split:
+        assert segment.children[0].before and segment.children[0].start > segment.start
+        for statement in units.statements:
+            chain = units.segments.innermost(*statement)
+            assert chain[-1].start <= statement[0] and statement[1] <= chain[-1].end
+
+
+def test_parse_checks_stay_local_on_a_long_file(shipped, monkeypatch):
+    """Each statement removal is checked on the definition it lies in, not the whole file, so
+    the work grows linearly with the input."""
+    import copilot_cli.prune.pruner as pruner
+
+    text = "\n\n".join(
+        p.read_text(errors="replace")
+        for p in sorted((REPO / "sample_data" / "repo" / "src").rglob("*.py"))
+    )
+    sizes = []
+    real = pruner.parses
+    monkeypatch.setattr(pruner, "parses", lambda s, lang: sizes.append(len(s)) or real(s, lang))
+    result = prune(text, shipped.model, shipped.tokenizer, rate=0.5, language="python")
+    assert result.parses and result.mode == "code-lines"
+    assert len(sizes) > 50
+    assert max(sizes) < len(text) / 4
