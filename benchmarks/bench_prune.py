@@ -297,6 +297,28 @@ def main() -> None:
         passed=worst <= 0.05,
         note=f"{len(files)} files x 2 rates",
     )
+    # linear cost: the same Python sources concatenated 1x and 4x
+    sources = [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted((ROOT / "sample_data" / "repo").rglob("*.py"))
+    ]
+    speeds = {}
+    for copies in (1, 4):
+        text = "\n\n".join(sources * copies)
+        started = time.perf_counter()
+        result = prune(text, model, tokenizer, rate=0.5)
+        speeds[copies] = (result.original_tokens / (time.perf_counter() - started), len(text))
+    emit(
+        "prune throughput on a 4x longer Python input vs the 1x input (linear cost)",
+        speeds[4][0],
+        speeds[1][0],
+        "tokens/s",
+        higher_is_better=True,
+        goal="ratio >= 0.8",
+        passed=speeds[4][0] >= 0.8 * speeds[1][0],
+        note=f"{speeds[1][1] / 1000:.0f} kB vs {speeds[4][1] / 1000:.0f} kB; mode "
+        f"{result.mode}, still parses: {result.parses}",
+    )
     emit(
         "prune scoring speed on the shipped model (one shared scoring pass)",
         tokens / seconds,
