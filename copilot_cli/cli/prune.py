@@ -89,6 +89,13 @@ def prune_command(
         )
     if out is not None:
         write_bytes(out, result.text.encode("utf-8"))
+    requested = result.requested_rate
+    if requested and result.achieved_rate > requested * 1.05:
+        stderr_console.print(
+            f"note: kept {result.achieved_rate:.1%} of the tokens, not {requested:.1%}: the "
+            "protected spans (names, numbers, negations, line breaks, --protect) are all kept",
+            highlight=False,
+        )
     if json_output:
         print_json(result.to_dict())
         return

@@ -378,6 +378,7 @@ def _prune_code(
             mean = sum(values[first:last]) / (last - first)
             candidates.append((mean, first, last, start, end, BLANK))
     candidates.sort()
+    by_size = sorted(candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
     tail = text[fr.cut :]
     checked: dict[str, bool] = {}
 
@@ -408,8 +409,10 @@ def _prune_code(
         count = 0
         lines = False
         slack = max(2, round(0.02 * goal))
-        for final in (False, True):
-            for _, first, last, start, end, kind in candidates:
+        # the second pass takes what the first left as too big, smallest first: it must
+        # overshoot the budget, by as little as it can
+        for final, order in ((False, candidates), (True, by_size)):
+            for _, first, last, start, end, kind in order:
                 if count >= need:
                     break
                 fresh = sum(1 for i in range(first, last) if not gone[i])

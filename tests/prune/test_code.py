@@ -184,3 +184,14 @@ def test_parse_checks_stay_local_on_a_long_file(shipped, monkeypatch):
     assert result.parses and result.mode == "code-lines"
     assert len(sizes) > 50
     assert max(sizes) < len(text) / 4
+
+
+def test_cli_says_when_protected_spans_keep_more_than_asked(runner, tmp_path):
+    source = tmp_path / "notes.md"
+    source.write_text((REPO / "sample_data" / "repo" / "docs" / "architecture.md").read_text())
+    result = runner.invoke(app, ["prune", str(source), "--rate", "0.1", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["achieved_rate"] > 0.105 and "protected spans" in result.stderr
+    result = runner.invoke(app, ["prune", str(source), "--rate", "0.5", "--json"])
+    assert "protected spans" not in result.stderr
