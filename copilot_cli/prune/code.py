@@ -204,7 +204,7 @@ def detect(text: str) -> Frame | None:
         kinds = {child.type for child in tree.root_node.named_children}
         if kinds & CODE_KINDS[language] or _assignments(tree, language):
             best = found
-            if found.cut == len(text):
+            if len(text) - found.cut <= 0.01 * len(text):  # all but (part of) a last line or so
                 break
     return best
 
@@ -288,7 +288,7 @@ def code_units(text: str, fr: Frame) -> CodeUnits:
     for m in re.finditer(r"(?<=.)\n(?:[ \t]*\n)+", head):
         blank_runs.append((m.start(), head.rfind("\n", 0, m.end())))
     root = Segment(0, fr.cut, (), (), fr.completion)
-    root.children = _top_segments(head, fr, tree, to_char, line_starts)
+    root.split(_top_segments(head, fr, tree, to_char, line_starts))
     return CodeUnits(sorted(removable), sorted(statements), blank_runs, root)
 
 
@@ -310,13 +310,18 @@ class Segment:
     after: tuple[tuple[int, int], ...]
     extra: str = ""
     children: list[Segment] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)  # of the children
+
+    def split(self, children: list[Segment]) -> Segment:
+        self.children, self.starts = children, [child.start for child in children]
+        return self
 
     def innermost(self, start: int, end: int) -> list[Segment]:
         """The chain of segments from this one down to the smallest holding [start, end)."""
         chain = [self]
         while chain[-1].children:
             kids = chain[-1].children
-            index = bisect.bisect_right([k.start for k in kids], start) - 1
+            index = bisect.bisect_right(chain[-1].starts, start) - 1
             if index < 0 or kids[index].end < end:
                 break
             chain.append(kids[index])
@@ -333,9 +338,7 @@ def _body(node: Any) -> Any | None:
     if body is not None:
         return body
     for child in node.named_children:
-        if child.type in ("function_definition", "class_definition") or child.type.endswith(
-            ("_declaration", "_item", "_definition")
-        ):
+        if child.type.endswith(("_declaration", "_item", "_definition")):
             body = child.child_by_field_name("body")
             if body is not None:
                 return body
@@ -353,7 +356,7 @@ def _top_segments(
         segment = Segment(start, end, (), (), fr.completion if last else "")
         inside = [c for c in nodes if start <= to_char(c.start_byte) < end]
         if (not last or not fr.completion) and len(inside) == 1:  # an open one is not split
-            segment.children = _split(head, inside[0], segment, to_char, line_starts)
+            segment.split(_split(head, inside[0], segment, to_char, line_starts))
         segments.append(segment)
     return segments
 
@@ -378,6 +381,6 @@ def _split(
     out = []
     for kid, (start, end) in zip(kids, itertools.pairwise(bounds), strict=True):
         sub = Segment(start, end, (*segment.before, header), (footer, *segment.after))
-        sub.children = _split(head, kid, sub, to_char, line_starts)
+        sub.split(_split(head, kid, sub, to_char, line_starts))
         out.append(sub)
     return out

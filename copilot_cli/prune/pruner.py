@@ -238,15 +238,14 @@ def prune(
         goal = max(1, round(rate * n))
     else:  # ewma without a rate: keep what stands out by the seed's 1.2 margin
         goal = max(1, int((score > 1.2).sum()))
-    patterns = [NUMBERS, NEGATIONS, *compile_patterns(options.protect)]
-    protected_spans = spans_of(text, patterns)
+    user_spans = spans_of(text, compile_patterns(options.protect))
+    protected_spans = spans_of(text, [NUMBERS, NEGATIONS]) + user_spans
     fr = None
     if language is None:
         fr = detect(text)
     elif language != "text":
         fr = frame(text, language)
     if fr is not None:
-        user_spans = spans_of(text, compile_patterns(options.protect))
         output, kept, removed, achieved, lines = _prune_code(
             text, offsets, score, fr, goal, tokenizer, protected_spans, user_spans
         )
