@@ -87,12 +87,11 @@ class Frame:
         return parses(head + self.completion, self.language)
 
 
-def _python_completion(head: str) -> str:
+def _python_completion(head: str, closers: list[str]) -> str:
     """Close what Python leaves open at the end of `head`: brackets, then a block opener."""
-    closers = _closers(head, python=True)
     if closers:
         return "".join(closers)
-    lines = [line for line in head.splitlines() if line.strip()]
+    lines = [line for line in head[-4096:].splitlines() if line.strip()]
     if not lines or not lines[-1].rstrip().endswith(":"):
         return ""
     indent = len(lines[-1]) - len(lines[-1].lstrip())
@@ -102,13 +101,20 @@ def _python_completion(head: str) -> str:
 _CHAR_LITERAL = re.compile(r"'(?:\\.[^'\n]{0,8}|[^'\\\n])'")
 
 
-def _closers(text: str, *, python: bool = False) -> list[str]:
-    """The closing brackets for the brackets `text` leaves open (outside strings/comments),
-    innermost first."""
+def _closers(text: str, cuts: list[int], *, python: bool = False) -> dict[int, list[str]]:
+    """For each cut in `cuts`, the closing brackets for the brackets `text[:cut]` leaves open
+    (outside strings and comments), innermost first: one pass over the text."""
     pairs = {"(": ")", "[": "]", "{": "}"}
+    wanted = sorted(set(cuts))
+    found: dict[int, list[str]] = {}
     stack: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
+    i, n, k = 0, len(text), 0
+    while True:
+        while k < len(wanted) and wanted[k] <= i:
+            found[wanted[k]] = stack[::-1]
+            k += 1
+        if i >= n or k == len(wanted):
+            break
         c = text[i]
         if (python and c == "#") or (not python and text.startswith("//", i)):
             j = text.find("\n", i)
@@ -137,14 +143,21 @@ def _closers(text: str, *, python: bool = False) -> list[str]:
         elif c in ")]}" and stack and stack[-1] == c:
             stack.pop()
         i += 1
-    return stack[::-1]
+    for cut in wanted[k:]:
+        found[cut] = stack[::-1]
+    return found
+
+
+def _completion(head: str, language: str, closers: list[str]) -> str:
+    if language == "python":
+        return _python_completion(head, closers)
+    return "".join("\n" + c for c in closers) + ("\n" if closers else "")
 
 
 def completion_for(head: str, language: str) -> str:
-    if language == "python":
-        return _python_completion(head)
-    closers = _closers(head)
-    return "".join("\n" + c for c in closers) + ("\n" if closers else "")
+    """What closes the brackets (and, for Python, the block) `head` leaves open."""
+    closers = _closers(head, [len(head)], python=language == "python")[len(head)]
+    return _completion(head, language, closers)
 
 
 def _errors(tree: Any) -> tuple[int, int]:
@@ -175,13 +188,19 @@ def frame(text: str, language: str, *, min_share: float = 0.5, quick: bool = Fal
         count, covered = _errors(parser.parse(data))
         if count > 4 or covered > 0.5 * len(data):
             return None
-    starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)]
-    candidates = [len(text)] + starts[::-1][:_CANDIDATE_CUTS]
+    candidates = [len(text)]
+    position = len(text) - 1
+    while len(candidates) <= _CANDIDATE_CUTS:
+        position = text.rfind("\n", 0, position)
+        if position < 0 or position + 1 < min_share * len(text):
+            break
+        candidates.append(position + 1)
+    closers = _closers(text, candidates, python=language == "python")
     for cut in candidates:
-        if cut < min_share * len(text) or (cut < len(text) and not text[:cut].strip()):
+        if cut < min_share * len(text) or not text[:cut].strip():
             break
         head = text[:cut]
-        completion = completion_for(head, language)
+        completion = _completion(head, language, closers[cut])
         if parses(head + completion, language):
             return Frame(language, cut, completion)
     return None
