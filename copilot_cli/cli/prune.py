@@ -38,6 +38,15 @@ def prune_command(
     target_tokens: Annotated[
         int | None, option("--target-tokens", help="Keep about this many tokens.")
     ] = None,
+    threshold: Annotated[
+        float | None,
+        option(
+            "--threshold",
+            help="Keep tokens scoring at least this: a percentile in [0, 1] (entropy, "
+            "attention, hybrid) or a multiple of the running level (ewma; 1.2 without any "
+            "of --rate/--target-tokens/--threshold).",
+        ),
+    ] = None,
     method: Annotated[str, option("--method", help="entropy, attention, hybrid or ewma.")] = "ewma",
     protect: Annotated[
         list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
@@ -67,6 +76,7 @@ def prune_command(
     options = PruneOptions(
         rate=rate,
         target_tokens=target_tokens,
+        threshold=threshold,
         method=method,
         protect=tuple(protect or ()),
         language=language,
@@ -83,6 +93,7 @@ def prune_command(
             loaded.tokenizer,
             rate=options.rate,
             target_tokens=options.target_tokens,
+            threshold=options.threshold,
             method=options.method,
             protect=options.protect,
             language=options.language,

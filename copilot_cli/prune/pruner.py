@@ -45,10 +45,14 @@ METHODS = ("entropy", "attention", "hybrid", "ewma")
 
 @dataclass(frozen=True)
 class PruneOptions:
-    """Settings of prune: exactly one of `rate` (share of tokens kept) and `target_tokens`."""
+    """Settings of prune: at most one of `rate` (share of tokens kept), `target_tokens` and
+    `threshold` (keep the tokens whose method score reaches it: a percentile in [0, 1] for
+    entropy/attention/hybrid, a multiple of the running level for ewma). With none, ewma keeps
+    what stands 1.2× above its level (the seed's margin); the other methods need one."""
 
     rate: float | None = None
     target_tokens: int | None = None
+    threshold: float | None = None
     method: str = "ewma"
     protect: tuple[str, ...] = ()
     language: str | None = None  # a grammar name (see core.syntax), "text", or None to detect
@@ -56,10 +60,16 @@ class PruneOptions:
     overlap: int = 128
 
     def __post_init__(self) -> None:
-        if (self.rate is None) == (self.target_tokens is None) and not (
-            self.rate is None and self.target_tokens is None and self.method == "ewma"
-        ):
-            raise InputError("give --rate or --target-tokens (one of them)", where="--rate")
+        given = [x is not None for x in (self.rate, self.target_tokens, self.threshold)]
+        if sum(given) > 1:
+            raise InputError("give one of --rate, --target-tokens, --threshold", where="--rate")
+        if not any(given) and self.method != "ewma":
+            raise InputError(
+                f"--method {self.method} needs --rate, --target-tokens or --threshold",
+                where="--rate",
+            )
+        if self.threshold is not None and not 0 <= self.threshold < 100:
+            raise InputError(f"{self.threshold} is outside [0, 100)", where="--threshold")
         if self.rate is not None and not 0 < self.rate <= 1:
             raise InputError(f"{self.rate} is outside (0, 1]", where="--rate")
         if self.target_tokens is not None and self.target_tokens < 1:
@@ -202,6 +212,7 @@ def prune(
     *,
     rate: float | None = None,
     target_tokens: int | None = None,
+    threshold: float | None = None,
     method: str = "ewma",
     protect: tuple[str, ...] = (),
     language: str | None = None,
@@ -216,6 +227,7 @@ def prune(
     options = PruneOptions(
         rate=rate,
         target_tokens=target_tokens,
+        threshold=threshold,
         method=method,
         protect=protect,
         language=language,
@@ -236,8 +248,8 @@ def prune(
         goal = min(target_tokens, n)
     elif rate is not None:
         goal = max(1, round(rate * n))
-    else:  # ewma without a rate: keep what stands out by the seed's 1.2 margin
-        goal = max(1, int((score > 1.2).sum()))
+    else:  # a fixed threshold, or ewma's dynamic one: 1.2x its running level (the seed)
+        goal = max(1, int((score >= (1.2 if threshold is None else threshold)).sum()))
     user_spans = spans_of(text, compile_patterns(options.protect))
     protected_spans = spans_of(text, [NUMBERS, NEGATIONS]) + user_spans
     fr = None

@@ -11,8 +11,10 @@ from copilot_cli.cli import app
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.syntax import parses
+from copilot_cli.core.tokens import encode_with_offsets, leading_special_ids
 from copilot_cli.prune import prune
-from copilot_cli.prune.pruner import word_units
+from copilot_cli.prune.pruner import importance, word_units
+from copilot_cli.prune.scoring import TokenScores, score_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 PROSE = (REPO / "sample_data" / "repo" / "docs" / "architecture.md").read_text()
@@ -85,6 +87,26 @@ def test_word_units_cover_all_tokens(shipped):
     assert all(a[1] == b[0] for a, b in itertools.pairwise(units))
 
 
+@pytest.mark.parametrize(
+    ("method", "threshold", "share"), [("entropy", 0.7, 0.3), ("hybrid", 0.5, None)]
+)
+def test_fixed_threshold_keeps_the_tokens_scoring_above_it(shipped, method, threshold, share):
+    ids, _ = encode_with_offsets(shipped.tokenizer, PROSE)
+    lead = leading_special_ids(shipped.tokenizer)
+    scores = score_tokens(shipped.model, lead + ids)
+    lead = len(lead)
+    score = importance(
+        TokenScores(scores.surprisal[lead:], scores.entropy[lead:], scores.attention[lead:]),
+        method,
+    )
+    expected = float((score >= threshold).double().mean())
+    if share is not None:
+        assert abs(expected - share) < 0.01  # a percentile threshold on ranks
+    result = prune(PROSE, shipped.model, shipped.tokenizer, threshold=threshold, method=method)
+    assert abs(result.achieved_rate - expected) <= 0.05 * expected
+    assert abs(result.requested_rate - expected) < 0.01
+
+
 def test_bad_options():
     from copilot_cli.prune import PruneOptions
 
@@ -92,6 +114,10 @@ def test_bad_options():
         PruneOptions(rate=1.5)
     with pytest.raises(InputError, match="--rate"):
         PruneOptions(method="hybrid")
+    with pytest.raises(InputError, match="--rate"):
+        PruneOptions(rate=0.5, threshold=0.5)
+    with pytest.raises(InputError, match="--threshold"):
+        PruneOptions(threshold=-1.0)
     assert PruneOptions().method == "ewma"  # the default keeps what stands out by 1.2x (seed)
     with pytest.raises(InputError, match="--method"):
         PruneOptions(rate=0.5, method="magic")
@@ -118,6 +144,8 @@ def test_cli(runner, tmp_path):
         (b"text here", ["--rate", "1.5"], "--rate"),
         (b"\x89PNG\x00\x00binary", ["--rate", "0.5"], "binary"),
         (b"text here", ["--rate", "0.5", "--protect", "(unclosed"], "(unclosed"),
+        (b"text here", ["--rate", "0.5", "--threshold", "0.5"], "--threshold"),
+        (b"text here", ["--threshold", "-2"], "--threshold"),
     ],
 )
 def test_cli_bad_input_exit_2(runner, tmp_path, content, args, message):
