@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
         "corpus": None,
         "include_lm_head": False,
     },
-    "prune": {"rate": 0.5, "method": "ewma"},
+    "prune": {"rate": 0.5, "method": "hybrid"},
     "regress": {
         "enabled": True,
         "prompts": "sample_data/prompts.jsonl",

@@ -47,7 +47,9 @@ def prune_command(
             "of --rate/--target-tokens/--threshold).",
         ),
     ] = None,
-    method: Annotated[str, option("--method", help="entropy, attention, hybrid or ewma.")] = "ewma",
+    method: Annotated[
+        str, option("--method", help="entropy, attention, hybrid or ewma.")
+    ] = "hybrid",
     protect: Annotated[
         list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
     ] = None,

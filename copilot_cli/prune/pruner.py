@@ -5,10 +5,11 @@ Methods (all rank-based, so scores of different scales combine):
     attention  attention mass the token receives from later tokens (position-corrected)
     hybrid     0.35 × rank(self-information) + 0.25 × rank(attention × (1 − normalised
                predictive entropy), the seed's importance formula) + 0.4 × relative position
-               (text nearest the point of generation matters most to the continuation)
+               (text nearest the point of generation matters most to the continuation).
+               The default.
     ewma       hybrid divided by its EWMA-smoothed running level (α = 0.95): keep tokens that
                stand out from their neighbourhood (so removal spreads over the whole text);
-               without a rate, keep those above 1.2× it. The default.
+               without a rate, keep those above 1.2× it.
 Protected tokens are never removed: numbers, negations, `--protect` patterns; in prose, names,
 identifiers, code spans and URLs stay whole. Code (see code.py) loses only words inside
 comments and strings, indentation where the language ignores it, runs of blank lines, and whole
@@ -53,7 +54,7 @@ class PruneOptions:
     rate: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
-    method: str = "ewma"
+    method: str = "hybrid"
     protect: tuple[str, ...] = ()
     language: str | None = None  # a grammar name (see core.syntax), "text", or None to detect
     window: int = 512
@@ -213,7 +214,7 @@ def prune(
     rate: float | None = None,
     target_tokens: int | None = None,
     threshold: float | None = None,
-    method: str = "ewma",
+    method: str = "hybrid",
     protect: tuple[str, ...] = (),
     language: str | None = None,
     window: int = 512,

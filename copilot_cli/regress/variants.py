@@ -6,7 +6,7 @@ Kinds:
     kv-dtype=DTYPE     the prompt's own KV cache stored as float16, bfloat16 or int8 (per token
                        and head, absmax scales) and read back before continuing
     prune=OPTIONS      the first half of each prompt compressed by prune (OPTIONS: a rate such
-                       as 0.5, or rate:0.5,method:entropy), the second half scored
+                       as 0.5, or rate:0.5,method:ewma), the second half scored
 """
 
 from __future__ import annotations

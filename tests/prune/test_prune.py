@@ -113,12 +113,12 @@ def test_bad_options():
     with pytest.raises(InputError, match="--rate"):
         PruneOptions(rate=1.5)
     with pytest.raises(InputError, match="--rate"):
-        PruneOptions(method="hybrid")
+        PruneOptions()
     with pytest.raises(InputError, match="--rate"):
         PruneOptions(rate=0.5, threshold=0.5)
     with pytest.raises(InputError, match="--threshold"):
         PruneOptions(threshold=-1.0)
-    assert PruneOptions().method == "ewma"  # the default keeps what stands out by 1.2x (seed)
+    assert PruneOptions(method="ewma").threshold is None  # ewma alone: 1.2x its level (seed)
     with pytest.raises(InputError, match="--method"):
         PruneOptions(rate=0.5, method="magic")
     with pytest.raises(InputError, match=r"\(\[a-"):
