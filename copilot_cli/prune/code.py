@@ -4,8 +4,10 @@ parses.
 Contexts are usually cut out of a file, so they rarely end where a definition ends. The frame
 of a code text is its longest head, cut at a line start, that parses once the brackets (or, for
 Python, the block) left open there are closed; what follows the cut (the line being written)
-is kept verbatim. Everything prune removes comes from the head, and every removal of a whole
-statement is checked by parsing head + closers again.
+is kept verbatim. Everything prune removes comes from the head. Every removal of a whole
+statement is checked by parsing the segment it lies in (a top-level definition, or a member of
+a large one, with the headers and footers around it), so the checks cost what the segment
+costs, not what the file costs; the pruner checks the whole head once at the end.
 """
 
 from __future__ import annotations
