@@ -34,7 +34,7 @@ from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.core.syntax import parser_for
 from copilot_cli.core.tokens import prompt_ids
 from copilot_cli.prune import prune
-from copilot_cli.prune.code import detect
+from copilot_cli.prune.code import detect, error_nodes
 from copilot_cli.prune.scoring import score_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,14 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def syntax_errors(text: str, language: str) -> int:
     """ERROR and MISSING nodes in the tree-sitter parse of `text`."""
-    stack, count = [parser_for(language).parse(text.encode("utf-8")).root_node], 0
-    while stack:
-        node = stack.pop()
-        if node.type == "ERROR" or node.is_missing:
-            count += 1
-        elif node.has_error:
-            stack.extend(node.children)
-    return count
+    return error_nodes(parser_for(language).parse(text.encode("utf-8")))[0]
 
 
 def still_parses(output: str, context: str, language: str) -> bool:

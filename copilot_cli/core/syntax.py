@@ -73,14 +73,17 @@ def parser_for(language: str) -> Any | None:
     return Parser(lang)
 
 
-def parses(text: str | bytes, language: str) -> bool:
-    """Whether `text` parses without syntax errors with the tree-sitter grammar (True when no
-    grammar is available). Python is also checked with the interpreter's own parser, which is
-    stricter about indentation than tree-sitter."""
+def parse_clean(text: str | bytes, language: str) -> Any | None:
+    """The tree-sitter tree of `text` when it parses without syntax errors, else None. Python
+    is also checked with the interpreter's own parser, which is stricter about indentation and
+    empty blocks than tree-sitter. Without a grammar: None."""
     parser = parser_for(language)
+    if parser is None:
+        return None
     data = text.encode("utf-8") if isinstance(text, str) else text
-    if parser is not None and parser.parse(data).root_node.has_error:
-        return False
+    tree = parser.parse(data)
+    if tree.root_node.has_error:
+        return None
     if language == "python":
         import ast
         import warnings
@@ -90,5 +93,10 @@ def parses(text: str | bytes, language: str) -> bool:
                 warnings.simplefilter("ignore")
                 ast.parse(data)
         except (SyntaxError, ValueError):
-            return False
-    return True
+            return None
+    return tree
+
+
+def parses(text: str | bytes, language: str) -> bool:
+    """Whether `text` parses without syntax errors (True when no grammar is available)."""
+    return parser_for(language) is None or parse_clean(text, language) is not None

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from copilot_cli.core.syntax import parser_for, parses
+from copilot_cli.core.syntax import parse_clean, parser_for, parses
 
 # languages tried, in order, when a text comes without one
 DETECT = ("python", "go", "rust", "typescript", "javascript", "java", "cpp", "c")
@@ -84,6 +84,7 @@ class Frame:
     language: str
     cut: int
     completion: str
+    tree: Any = field(default=None, compare=False, repr=False)  # of head + completion
 
     def valid(self, head: str) -> bool:
         return parses(head + self.completion, self.language)
@@ -162,7 +163,7 @@ def completion_for(head: str, language: str) -> str:
     return _completion(head, language, closers)
 
 
-def _errors(tree: Any) -> tuple[int, int]:
+def error_nodes(tree: Any) -> tuple[int, int]:
     """ERROR and MISSING nodes, and the bytes the ERROR nodes cover."""
     stack, count, covered = [tree.root_node], 0, 0
     while stack:
@@ -187,7 +188,7 @@ def frame(text: str, language: str, *, min_share: float = 0.5, quick: bool = Fal
     if quick:  # judged without the last line, which a cut may have left in mid-string
         whole = text[: text.rstrip("\n").rfind("\n") + 1] or text
         data = (whole + completion_for(whole, language)).encode("utf-8")
-        count, covered = _errors(parser.parse(data))
+        count, covered = error_nodes(parser.parse(data))
         if count > 4 or covered > 0.5 * len(data):
             return None
     candidates = [len(text)]
@@ -203,8 +204,9 @@ def frame(text: str, language: str, *, min_share: float = 0.5, quick: bool = Fal
             break
         head = text[:cut]
         completion = _completion(head, language, closers[cut])
-        if parses(head + completion, language):
-            return Frame(language, cut, completion)
+        tree = parse_clean(head + completion, language)
+        if tree is not None:
+            return Frame(language, cut, completion, tree)
     return None
 
 
@@ -221,9 +223,8 @@ def detect(text: str) -> Frame | None:
         )
         if found is None or (best is not None and found.cut <= best.cut):
             continue
-        tree = parser_for(language).parse((text[: found.cut] + found.completion).encode())
-        kinds = {child.type for child in tree.root_node.named_children}
-        if kinds & CODE_KINDS[language] or _assignments(tree, language):
+        kinds = {child.type for child in found.tree.root_node.named_children}
+        if kinds & CODE_KINDS[language] or _assignments(found.tree, language):
             best = found
             if len(text) - found.cut <= 0.01 * len(text):  # all but (part of) a last line or so
                 break
@@ -263,8 +264,7 @@ class CodeUnits:
 
 def code_units(text: str, fr: Frame) -> CodeUnits:
     head = text[: fr.cut]
-    data = (head + fr.completion).encode("utf-8")
-    tree = parser_for(fr.language).parse(data)
+    tree = fr.tree
     to_char = _byte_to_char(head + fr.completion)
     line_starts = [0] + [m.end() for m in re.finditer("\n", head)]
     removable: list[tuple[int, int]] = []
@@ -369,13 +369,17 @@ def _body(node: Any) -> Any | None:
 def _top_segments(
     head: str, fr: Frame, tree: Any, to_char: Any, line_starts: list[int]
 ) -> list[Segment]:
-    nodes = [c for c in tree.root_node.named_children if to_char(c.start_byte) < fr.cut]
-    bounds = sorted({0, fr.cut} | {_line_start(line_starts, to_char(c.start_byte)) for c in nodes})
+    by_line: dict[int, list[Any]] = {}  # top-level nodes by the line start they begin on
+    for child in tree.root_node.named_children:
+        position = to_char(child.start_byte)
+        if position < fr.cut:
+            by_line.setdefault(_line_start(line_starts, position), []).append(child)
+    bounds = sorted({0, fr.cut} | by_line.keys())
     segments = []
     for start, end in itertools.pairwise(bounds):
         last = end == fr.cut
         segment = Segment(start, end, (), (), fr.completion if last else "")
-        inside = [c for c in nodes if start <= to_char(c.start_byte) < end]
+        inside = by_line.get(start, [])
         if (not last or not fr.completion) and len(inside) == 1:  # an open one is not split
             segment.split(_split(head, inside[0], segment, to_char, line_starts))
         segments.append(segment)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -259,11 +259,10 @@ def prune(
     elif language != "text":
         fr = frame(text, language)
     if fr is not None:
-        output, kept, removed, achieved, lines = _prune_code(
+        output, kept, removed, achieved, lines, valid = _prune_code(
             text, offsets, score, fr, goal, tokenizer, protected_spans, user_spans
         )
         mode = "code-lines" if lines else "code"
-        valid = fr.valid(output[: len(output) - (len(text) - fr.cut)])
     else:
         protected_spans += spans_of(text, [PROSE_NAMES, NEWLINES])
         protected = mark(offsets, protected_spans)
@@ -307,6 +306,19 @@ def _prune_prose(
             break
         keep_count = max(1, keep_count + (goal - achieved))
     return best
+
+
+class CodeResult(NamedTuple):
+    text: str
+    kept_spans: list[tuple[int, int]]
+    removed_spans: list[tuple[int, int]]
+    tokens: int
+    lines: bool  # whole statements went
+    parses: bool  # the head still parses (checked once, on the result)
+
+
+def _mean(values: list[float], first: int, last: int) -> float:
+    return sum(values[first:last]) / (last - first)
 
 
 WORD, BLANK, STATEMENT = 0, 1, 2  # removal units of code; only statements need a parse check
@@ -353,7 +365,7 @@ def _prune_code(
     tokenizer: Any,
     protected_spans: list[tuple[int, int]],
     user_spans: list[tuple[int, int]],
-) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]], int, bool]:
+) -> CodeResult:
     """Remove the least important removable words (comments, string contents, indentation)
     and whole-line statements from the frame's head, each statement removal checked by
     parsing; the unfinished tail stays as it is."""
@@ -370,8 +382,8 @@ def _prune_code(
         if token_ends[last - 1] <= fr.cut and all(
             inside[i] and not hard[i] for i in range(first, last)
         ):
-            mean = sum(values[first:last]) / (last - first)
-            candidates.append((mean, first, last, offsets[first][0], offsets[last - 1][1], WORD))
+            span = (offsets[first][0], offsets[last - 1][1])
+            candidates.append((_mean(values, first, last), first, last, *span, WORD))
     user = sorted(user_spans)
     for start, end in units.statements:
         first = bisect.bisect_left(token_starts, start)
@@ -381,14 +393,12 @@ def _prune_code(
         k = bisect.bisect_left(user, (end,))
         if any(s < end and e > start for s, e in user[:k]):
             continue  # --protect text never goes, not even with its line
-        mean = sum(values[first:last]) / (last - first)
-        candidates.append((mean, first, last, start, end, STATEMENT))
+        candidates.append((_mean(values, first, last), first, last, start, end, STATEMENT))
     for start, end in units.blank_runs:
         first = bisect.bisect_right(token_ends, start)
         last = bisect.bisect_left(token_starts, end)
         if last > first and end > start:
-            mean = sum(values[first:last]) / (last - first)
-            candidates.append((mean, first, last, start, end, BLANK))
+            candidates.append((_mean(values, first, last), first, last, start, end, BLANK))
     candidates.sort()
     by_size = sorted(candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
     tail = text[fr.cut :]
@@ -448,17 +458,21 @@ def _prune_code(
     local = True
     for _ in range(4):  # re-tokenised output length drifts from the estimate: correct it
         removed, lines = run(max(0, need), local)
-        if local and not fr.valid(removed.apply(text, 0, fr.cut)):
+        head = removed.apply(text, 0, fr.cut)
+        valid = fr.valid(head)
+        if local and not valid:
             local = False  # a local check let through what the whole does not take: recheck all
             removed, lines = run(max(0, need), local)
-        output = removed.apply(text, 0, fr.cut) + tail
+            head = removed.apply(text, 0, fr.cut)
+            valid = fr.valid(head)
+        output = head + tail
         achieved = count_tokens(tokenizer, output)
         if best is None or abs(achieved - goal) < abs(best[0] - goal):
-            best = (achieved, removed, output, lines)
+            best = (achieved, removed, output, lines, valid)
         if abs(achieved - goal) <= max(1, 0.02 * goal):
             break
         need += achieved - goal
-    achieved, removed, output, lines = best
+    achieved, removed, output, lines, valid = best
     kept_spans, removed_spans, previous = [], [], 0
     for start, end in zip(removed.starts, removed.ends, strict=True):
         if start > previous:
@@ -467,4 +481,4 @@ def _prune_code(
         previous = end
     if previous < len(text):
         kept_spans.append((previous, len(text)))
-    return output, kept_spans, removed_spans, achieved, lines
+    return CodeResult(output, kept_spans, removed_spans, achieved, lines, valid)
