@@ -17,7 +17,7 @@ from copilot_cli.chunking.dedup import dedupe, line_hashes, rolling_repeats
 from copilot_cli.chunking.files import FileReport, chunk_file
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
-from copilot_cli.chunking.walk import walk
+from copilot_cli.chunking.walk import read_regular, walk
 from copilot_cli.core.artifacts import atomic_write, canonical_json, write_bytes
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
@@ -44,6 +44,8 @@ class ChunkOptions:
         size_limit: files larger than this many bytes are skipped.
         repeat_window: lines per window of the rolling hash that finds repeated spans.
         use_cache: reuse per-file results keyed by content hash and options.
+        follow_symlinks: follow links whose resolved path is inside the repository and not
+            ignored (off: links are skipped, as git stores them as paths, not content).
     """
 
     repo: Path
@@ -58,6 +60,7 @@ class ChunkOptions:
     size_limit: int = 1_000_000
     repeat_window: int = 8
     use_cache: bool = True
+    follow_symlinks: bool = False
 
     def __post_init__(self) -> None:
         if not self.repo.exists():
@@ -89,7 +92,7 @@ def _init_worker(tokenizer: Any) -> None:
 def _chunk_one(job: tuple[str, str, int]) -> dict[str, Any]:
     real, rel, budget = job
     try:
-        data = Path(real).read_bytes()
+        data = read_regular(real)
     except OSError as exc:
         return {"path": rel, "error": exc.strerror or str(exc)}
     report = chunk_file(data, rel, _worker["counter"], budget)
@@ -137,6 +140,7 @@ def chunk_repository(
         include=options.include,
         exclude=options.exclude,
         size_limit=options.size_limit,
+        follow_symlinks=options.follow_symlinks,
     )
     cache = cache_dir() / "chunks"
     results: dict[str, dict[str, Any]] = {}
@@ -146,7 +150,7 @@ def chunk_repository(
     cache_hits = 0
     for real, rel in walked.files:
         try:
-            data = real.read_bytes()
+            data = read_regular(real)
         except OSError:
             walked.skip("unreadable", rel)
             continue

@@ -1,16 +1,23 @@
-"""Walk a repository as git would see it: .gitignore honoured, junk skipped and counted.
+"""Walk a repository as git would see it: .gitignore honoured, links not followed, junk skipped.
 
 Skipped (each counted by reason): ignored by .gitignore, vendored folders, binary files,
-generated files, minified files, files over the size limit, non-regular files, links that leave
-the repository, and entries that cannot be read. Symlink loops are survived: a real directory is
-visited once.
+generated files, minified files, files over the size limit, symbolic links, non-regular files
+(FIFOs, sockets, devices), names that are not UTF-8, and entries that cannot be read.
+
+Links are what git stores them as: a path, not the target's content. They are skipped by
+default, so a link such as `settings.py -> .env` can never put an ignored secret into a chunk
+under an innocent name. With `follow_symlinks=True` a link is followed only when its resolved
+path stays inside the repository and is itself neither ignored nor vendored; a folder reached
+twice (a loop) is visited once.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,13 +86,18 @@ class WalkResult:
 def _gitignore(folder: Path) -> pathspec.PathSpec | None:
     path = folder / ".gitignore"
     try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None  # a linked .gitignore is not read (it could be anything)
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _ignored(specs: list[tuple[str, pathspec.PathSpec]], rel: str, is_dir: bool) -> bool:
+Specs = list[tuple[str, pathspec.PathSpec]]
+
+
+def _ignored(specs: Specs, rel: str, is_dir: bool) -> bool:
     ignored = False
     for base, spec in specs:  # outer to inner; a later (deeper) file may re-include
         sub = rel[len(base) + 1 :] if base else rel
@@ -124,6 +136,54 @@ def classify(path: Path, size_limit: int) -> str | None:
     return None
 
 
+class _Rules:
+    """The ignore rules of a repository, for any repository-relative path (links' targets)."""
+
+    def __init__(self, root: Path, use_gitignore: bool) -> None:
+        self.root = root
+        self.use_gitignore = use_gitignore
+        self._specs: dict[str, pathspec.PathSpec | None] = {}
+
+    def spec(self, rel_folder: str) -> pathspec.PathSpec | None:
+        if rel_folder not in self._specs:
+            folder = self.root / rel_folder if rel_folder else self.root
+            self._specs[rel_folder] = _gitignore(folder) if self.use_gitignore else None
+        return self._specs[rel_folder]
+
+    def specs_for(self, rel_folder: str, inherited: Specs) -> Specs:
+        spec = self.spec(rel_folder)
+        return [*inherited, (rel_folder, spec)] if spec is not None else inherited
+
+    def excluded(self, rel: str, is_dir: bool) -> str | None:
+        """Why `rel` (a resolved path inside the repository) may not be read, or None."""
+        parts = rel.split("/")
+        specs: Specs = []
+        for depth, name in enumerate(parts):
+            here = "/".join(parts[: depth + 1])
+            last = depth == len(parts) - 1
+            if (not last or is_dir) and name in VENDORED:
+                return "vendored"
+            specs = self.specs_for("/".join(parts[:depth]), specs)
+            if self.use_gitignore and _ignored(specs, here, is_dir or not last):
+                return "gitignored"
+        return None
+
+
+def _inside(root: str, real: str) -> bool:
+    return real == root or real.startswith(root + os.sep)
+
+
+def _relative(root: str, real: str) -> str:
+    return os.path.relpath(real, root).replace(os.sep, "/") if real != root else ""
+
+
+def _entries(folder: str) -> Iterator[os.DirEntry] | None:
+    try:
+        return iter(sorted(os.scandir(folder), key=lambda e: e.name))
+    except OSError:
+        return None
+
+
 def walk(
     repo: Path,
     *,
@@ -131,68 +191,167 @@ def walk(
     include: tuple[str, ...] = (),
     exclude: tuple[str, ...] = (),
     size_limit: int = 1_000_000,
+    follow_symlinks: bool = False,
 ) -> WalkResult:
-    """Files to chunk under `repo`, sorted by relative path, plus what was skipped and why."""
+    """Files to chunk under `repo`, in depth-first name order, plus what was skipped and why.
+
+    Iterative (a tree thousands of folders deep is fine). Every file handed out is a regular
+    file inside the repository whose path, and resolved path when links are followed, pass
+    the ignore rules.
+    """
     result = WalkResult()
-    root = Path(os.path.realpath(repo))
-    seen_dirs: set[str] = set()
-
-    def visit(folder: Path, rel_folder: str, specs: list[tuple[str, pathspec.PathSpec]]) -> None:
-        real = os.path.realpath(folder)
-        if real in seen_dirs:
-            result.skip("symlink loop", rel_folder or ".")
-            return
-        seen_dirs.add(real)
-        if use_gitignore:
-            spec = _gitignore(folder)
-            if spec is not None:
-                specs = [*specs, (rel_folder, spec)]
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            result.skip("unreadable", rel_folder or ".")
-            return
-        for entry in entries:
-            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
-            path = Path(entry.path)
-            real_path = os.path.realpath(path)
-            if real_path != str(root) and not real_path.startswith(str(root) + os.sep):
-                result.skip("link outside the repository", rel)
-                continue
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                result.skip("unreadable", rel)
-                continue
-            if is_dir:
-                if entry.name in VENDORED:
-                    result.skip("vendored", rel)
-                    continue
-                if use_gitignore and _ignored(specs, rel, True):
-                    result.skip("gitignored", rel)
-                    continue
-                visit(path, rel, specs)
-                continue
-            if not os.path.exists(path):
-                result.skip("unreadable", rel)
-                continue
-            if not path.is_file():
-                result.skip("not a regular file", rel)
-                continue
-            if use_gitignore and _ignored(specs, rel, False):
-                result.skip("gitignored", rel)
-                continue
-            if include and not any(fnmatch.fnmatch(rel, g) for g in include):
-                result.skip("not included", rel)
-                continue
-            if any(fnmatch.fnmatch(rel, g) for g in exclude):
-                result.skip("excluded", rel)
-                continue
-            reason = classify(path, size_limit)
-            if reason is not None:
-                result.skip(reason, rel)
-                continue
-            result.files.append((Path(real_path), rel))
-
-    visit(root, "", [])
+    root = os.path.realpath(repo)
+    rules = _Rules(Path(root), use_gitignore)
+    root_stat = os.stat(root)
+    seen_dirs = {(root_stat.st_dev, root_stat.st_ino)}  # folders by identity: loops end here
+    root_entries = _entries(root)
+    if root_entries is None:
+        result.skip("unreadable", ".")
+        return result
+    stack: list[tuple[str, Iterator[os.DirEntry], Specs]] = [
+        ("", root_entries, rules.specs_for("", []))
+    ]
+    while stack:
+        rel_folder, entries, specs = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+        if not _utf8(entry.name):
+            result.skip("name not UTF-8", os.fsencode(rel).decode("utf-8", "backslashreplace"))
+            continue
+        mode = _mode(entry, root, rules, follow_symlinks, result, rel)
+        if mode is None:
+            continue
+        if stat.S_ISDIR(mode):
+            children = _enter(entry, rel, specs, use_gitignore, seen_dirs, result)
+            if children is not None:
+                stack.append((rel, children, rules.specs_for(rel, specs)))
+            continue
+        if not stat.S_ISREG(mode):
+            result.skip("not a regular file", rel)
+            continue
+        reason = _file_excluded(rel, specs, use_gitignore, include, exclude)
+        real = os.path.realpath(entry.path) if follow_symlinks else entry.path
+        if reason is None and follow_symlinks:
+            reason = _resolved_excluded(root, real, rules)
+        if reason is None:
+            reason = classify(Path(real), size_limit)
+        if reason is not None:
+            result.skip(reason, rel)
+            continue
+        result.files.append((Path(real), rel))
     return result
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes come back as lone surrogates
+        return False
+    return True
+
+
+def _mode(
+    entry: os.DirEntry,
+    root: str,
+    rules: _Rules,
+    follow_symlinks: bool,
+    result: WalkResult,
+    rel: str,
+) -> int | None:
+    """The file type bits to act on (a followed link's target's), or None when skipped."""
+    try:
+        mode = entry.stat(follow_symlinks=False).st_mode
+    except OSError:
+        result.skip("unreadable", rel)
+        return None
+    if not stat.S_ISLNK(mode):
+        return mode
+    if not follow_symlinks:
+        result.skip("symlink (not followed)", rel)
+        return None
+    real = os.path.realpath(entry.path)
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        result.skip("unreadable", rel)
+        return None
+    reason = _resolved_excluded(root, real, rules, stat.S_ISDIR(mode))
+    if reason is not None:
+        result.skip(reason, rel)
+        return None
+    return mode
+
+
+def _resolved_excluded(root: str, real: str, rules: _Rules, is_dir: bool = False) -> str | None:
+    if not _inside(root, real):
+        return "link outside the repository"
+    if real == root:
+        return "symlink loop"
+    reason = rules.excluded(_relative(root, real), is_dir)
+    return None if reason is None else f"link to a {reason} path"
+
+
+def _enter(
+    entry: os.DirEntry,
+    rel: str,
+    specs: Specs,
+    use_gitignore: bool,
+    seen_dirs: set[tuple[int, int]],
+    result: WalkResult,
+) -> Iterator[os.DirEntry] | None:
+    if entry.name in VENDORED:
+        result.skip("vendored", rel)
+        return None
+    if use_gitignore and _ignored(specs, rel, True):
+        result.skip("gitignored", rel)
+        return None
+    try:
+        info = entry.stat()  # the folder itself, or a followed link's target
+    except OSError:
+        result.skip("unreadable", rel)
+        return None
+    identity = (info.st_dev, info.st_ino)
+    if identity in seen_dirs:
+        result.skip("symlink loop", rel)
+        return None
+    seen_dirs.add(identity)
+    children = _entries(entry.path)
+    if children is None:
+        result.skip("unreadable", rel)
+    return children
+
+
+def _file_excluded(
+    rel: str,
+    specs: Specs,
+    use_gitignore: bool,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+) -> str | None:
+    if use_gitignore and _ignored(specs, rel, False):
+        return "gitignored"
+    if include and not any(fnmatch.fnmatch(rel, g) for g in include):
+        return "not included"
+    if any(fnmatch.fnmatch(rel, g) for g in exclude):
+        return "excluded"
+    return None
+
+
+def read_regular(path: Path | str) -> bytes:
+    """The bytes of a regular file, refusing a link or special file put there since the walk.
+
+    Raises OSError (ELOOP for a link, EINVAL for anything but a regular file).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(22, "not a regular file", str(path))
+        chunks = []
+        while block := os.read(fd, 1 << 20):
+            chunks.append(block)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

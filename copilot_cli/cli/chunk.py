@@ -51,6 +51,14 @@ def chunk_command(
         bool, option("--no-gitignore", help="Do not honour .gitignore files.")
     ] = False,
     no_cache: Annotated[bool, option("--no-cache", help="Ignore the per-file cache.")] = False,
+    follow_symlinks: Annotated[
+        bool,
+        option(
+            "--follow-symlinks",
+            help="Follow links that resolve inside the repository to a path that is not ignored "
+            "(default: links are skipped, as git stores them).",
+        ),
+    ] = False,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -69,6 +77,7 @@ def chunk_command(
         registry=registry,
         use_gitignore=not no_gitignore,
         use_cache=not no_cache,
+        follow_symlinks=follow_symlinks,
     )
     source = tokenizer or default_model()
     with progress.progress("loading tokenizer"):

@@ -46,11 +46,19 @@ def test_walk_skips_and_counts_each_reason(messy):
     assert skipped["generated"] == 3  # _pb2.py, DO NOT EDIT, .min.js
     assert skipped["minified"] == 1
     assert skipped["too large"] == 1
-    assert skipped["symlink loop"] == 1 or "src/loop" in result.skipped_paths.get(
-        "link outside the repository", []
-    )
-    assert skipped["link outside the repository"] >= 1
-    assert skipped["unreadable"] == 1
+    # links are paths to git, not content: none is followed by default
+    assert sorted(result.skipped_paths["symlink (not followed)"]) == [
+        "dangling.txt",
+        "outside",
+        "src/loop",
+    ]
+
+
+def test_followed_links_are_checked_like_the_files_they_resolve_to(messy):
+    result = walk(messy, follow_symlinks=True)
+    assert result.skipped["symlink loop"] == 1
+    assert result.skipped_paths["link outside the repository"] == ["outside"]
+    assert result.skipped_paths["unreadable"] == ["dangling.txt"]
 
 
 def test_gitignore_can_be_turned_off(messy):
@@ -70,7 +78,7 @@ def test_cli_on_a_messy_repository_exits_0_and_reports(runner, messy, tmp_path):
     result = runner.invoke(app, ["chunk", str(messy), "-o", str(out), "--json", "--no-cache"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["skipped"]["unreadable"] == 1 and summary["files"] == 3
+    assert summary["skipped"]["symlink (not followed)"] == 3 and summary["files"] == 3
 
 
 def test_empty_repository_is_a_warning(runner, tmp_path, tokenizer):

@@ -1,0 +1,138 @@
+"""What the walk may never hand to the chunker: ignored secrets behind links, content outside
+the repository, special files; and trees no recursion limit or file name can break."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from copilot_cli.chunking.walk import read_regular, walk
+from copilot_cli.cli import app
+
+SECRET = "AWS_KEY=AKIAEXAMPLESECRET0001"
+PRIVATE = "PRIVATE_KEY = 'never-in-a-chunk'"
+OUTSIDE = "OUTSIDE_TOKEN = 'from-another-folder'"
+
+
+@pytest.fixture()
+def leaky(tmp_path):
+    """The reported layout: ignored `.env` and `secrets/`, reachable through links."""
+    repo = tmp_path / "repo"
+    (repo / "secrets").mkdir(parents=True)
+    (repo / ".gitignore").write_text(".env\nsecrets/\n")
+    (repo / ".env").write_text(SECRET + "\n")
+    (repo / "secrets" / "keys.py").write_text(PRIVATE + "\n")
+    (repo / "app.py").write_text("def handler(event):\n    return event\n")
+    os.symlink(".env", repo / "settings.py")
+    os.symlink("secrets", repo / "public")
+    (tmp_path / "elsewhere.py").write_text(OUTSIDE + "\n")
+    os.symlink(tmp_path / "elsewhere.py", repo / "shared.py")
+    return repo
+
+
+def _chunk(runner, repo, out, *extra):
+    registry = out.with_suffix(".registry.json")
+    result = runner.invoke(
+        app,
+        ["chunk", str(repo), "-o", str(out), "--registry", str(registry), "--no-cache", *extra],
+    )
+    assert result.exit_code == 0, result.output
+    return out.read_text() + registry.read_text()
+
+
+@pytest.mark.parametrize("extra", [(), ("--follow-symlinks",)])
+def test_no_secret_reaches_the_chunks(runner, leaky, tmp_path, extra):
+    text = _chunk(runner, leaky, tmp_path / "chunks.jsonl", *extra)
+    assert "handler" in text  # the real file is chunked
+    for secret in (SECRET, PRIVATE, OUTSIDE, "AKIAEXAMPLE", "never-in-a-chunk"):
+        assert secret not in text
+    chunks = [json.loads(line) for line in (tmp_path / "chunks.jsonl").read_text().splitlines()]
+    paths = {loc["path"] for chunk in chunks[1:] for loc in chunk["locations"]}
+    assert paths == {".gitignore", "app.py"}
+
+
+def test_default_walk_names_each_link_it_skipped(leaky):
+    result = walk(leaky)
+    assert [rel for _, rel in result.files] == [".gitignore", "app.py"]
+    assert sorted(result.skipped_paths["symlink (not followed)"]) == [
+        "public",
+        "settings.py",
+        "shared.py",
+    ]
+
+
+def test_followed_links_apply_the_ignore_rules_to_the_resolved_path(leaky):
+    result = walk(leaky, follow_symlinks=True)
+    assert [rel for _, rel in result.files] == [".gitignore", "app.py"]
+    assert sorted(result.skipped_paths["link to a gitignored path"]) == ["public", "settings.py"]
+    assert result.skipped_paths["link outside the repository"] == ["shared.py"]
+
+
+def test_followed_link_to_a_readable_file_is_chunked_under_its_name(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "util.py").write_text("x = 1\n")
+    os.symlink("lib/util.py", tmp_path / "alias.py")
+    files = dict((rel, real) for real, rel in walk(tmp_path, follow_symlinks=True).files)
+    assert files["alias.py"] == files["lib/util.py"] == (tmp_path / "lib" / "util.py").resolve()
+
+
+def test_links_inside_a_followed_folder_are_checked_too(tmp_path):
+    (tmp_path / ".gitignore").write_text("private/\n")
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "token.txt").write_text("token\n")
+    (tmp_path / "docs").mkdir()
+    os.symlink("../private/token.txt", tmp_path / "docs" / "token.txt")
+    os.symlink("docs", tmp_path / "docs-link")
+    result = walk(tmp_path, follow_symlinks=True)
+    assert all("token" not in rel for _, rel in result.files)
+
+
+def test_special_files_are_never_read(tmp_path):
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "ok.py").write_text("y = 2\n")
+    result = walk(tmp_path)
+    assert [rel for _, rel in result.files] == ["ok.py"]
+    assert result.skipped_paths["not a regular file"] == ["pipe.py"]
+    with pytest.raises(OSError):
+        read_regular(tmp_path / "pipe.py")
+
+
+def test_a_file_swapped_for_a_link_after_the_walk_is_refused(tmp_path):
+    (tmp_path / "a.py").write_text("z = 3\n")
+    (tmp_path / ".env").write_text(SECRET)
+    assert read_regular(tmp_path / "a.py") == b"z = 3\n"
+    (tmp_path / "a.py").unlink()
+    os.symlink(".env", tmp_path / "a.py")
+    with pytest.raises(OSError):
+        read_regular(tmp_path / "a.py")
+
+
+def test_a_tree_deeper_than_the_recursion_limit(tmp_path, runner):
+    depth = sys.getrecursionlimit() + 500
+    folder = tmp_path / "deep"
+    folder.mkdir()
+    path = folder
+    for _ in range(depth):  # os.makedirs recurses: build it one level at a time
+        path = path / "d"
+        path.mkdir()
+    (path / "leaf.py").write_text("leaf = True\n")
+    assert [rel.count("/") for _, rel in walk(folder).files] == [depth]
+    out = tmp_path / "c.jsonl"
+    result = runner.invoke(app, ["chunk", str(folder), "-o", str(out), "--no-cache"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_with_a_note(tmp_path, runner):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / "fine.py").write_text("a = 1\n")
+    with open(os.path.join(os.fsencode(repo), b"caf\xe9.py"), "wb") as handle:
+        handle.write(b"b = 2\n")
+    result = walk(repo)
+    assert [rel for _, rel in result.files] == ["fine.py"]
+    assert result.skipped_paths["name not UTF-8"] == ["caf\\xe9.py"]
+    out = tmp_path / "c.jsonl"
+    cli = runner.invoke(app, ["chunk", str(repo), "-o", str(out), "--no-cache", "--json"])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout)["skipped"]["name not UTF-8"] == 1
