@@ -20,6 +20,23 @@ def median_seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -
     return statistics.median(times)
 
 
+def interleaved_seconds(
+    ours: Callable[[], object], peer: Callable[[], object], rounds: int = 15, warmup: int = 1
+) -> tuple[float, float]:
+    """Median wall times of `ours` and `peer`, run alternately round by round, so that load
+    from other tenants of a shared machine falls on both alike."""
+    for _ in range(warmup):
+        ours()
+        peer()
+    times_ours, times_peer = [], []
+    for _ in range(rounds):
+        for fn, times in ((ours, times_ours), (peer, times_peer)):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+    return statistics.median(times_ours), statistics.median(times_peer)
+
+
 def emit(
     name: str,
     ours: float,

@@ -18,10 +18,13 @@ settings.register_profile("deterministic", derandomize=True, deadline=None)
 settings.load_profile("deterministic")
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    """Each test session gets its own file-hash cache, never the user's."""
-    monkeypatch.setenv("COPILOT_OPT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Each test session gets its own caches, never the user's (set before any other fixture,
+    module- and session-scoped ones included)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COPILOT_OPT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -160,6 +160,14 @@ def load_build_config(path: Path) -> dict[str, Any]:
     for repo in data["repositories"]:
         if not Path(repo).is_dir():
             raise InputError(f"repositories: {repo} is not a folder", where=str(path))
+    from copilot_cli.regress.gate import Thresholds
+
+    try:
+        Thresholds(**data["regress"]["thresholds"])
+    except InputError as exc:
+        raise InputError(
+            f"regress.thresholds.{exc.where}: {exc.message}", where=str(path)
+        ) from None
     if data["quantize"]["keep_fp16"] is not None and data["quantize"]["keep_coverage"] is not None:
         raise InputError(
             "quantize: keep_fp16 and keep_coverage exclude each other", where=str(path)

@@ -17,7 +17,7 @@ from copilot_cli.cli.model_options import (
     model_spec,
 )
 from copilot_cli.core import progress
-from copilot_cli.core.errors import CheckFailed
+from copilot_cli.core.errors import CheckFailed, InputError
 from copilot_cli.paths import DEFAULT_PROMPTS
 
 
@@ -77,13 +77,27 @@ def regress_command(
     cfg = load_regress_config(config) if config is not None else {}
     limits = cfg.get("thresholds", {})
     defaults = Thresholds()
-    thresholds = Thresholds(
-        max_mean_kl=_pick(max_mean_kl, limits, "max_mean_kl", defaults.max_mean_kl),
-        min_same_top1=_pick(min_same_top1, limits, "min_same_top1", defaults.min_same_top1),
-        max_prompt_kl=_pick(max_prompt_kl, limits, "max_prompt_kl", defaults.max_prompt_kl),
-        min_exact_match=limits.get("min_exact_match"),
-        min_bleu=limits.get("min_bleu"),
-    )
+    flags = {
+        "max_mean_kl": max_mean_kl,
+        "min_same_top1": min_same_top1,
+        "max_prompt_kl": max_prompt_kl,
+    }
+    try:
+        thresholds = Thresholds(
+            max_mean_kl=_pick(max_mean_kl, limits, "max_mean_kl", defaults.max_mean_kl),
+            min_same_top1=_pick(min_same_top1, limits, "min_same_top1", defaults.min_same_top1),
+            max_prompt_kl=_pick(max_prompt_kl, limits, "max_prompt_kl", defaults.max_prompt_kl),
+            min_exact_match=limits.get("min_exact_match"),
+            min_bleu=limits.get("min_bleu"),
+        )
+    except InputError as exc:
+        field = exc.where or ""
+        where = (
+            ("--" + field.replace("_", "-"))
+            if flags.get(field) is not None
+            else (f"{config}: thresholds.{field}")
+        )
+        raise InputError(exc.message, where=where) from None
     specs = tuple(parse_variant(v) for v in (variant or cfg.get("variants", [])))
     options = RegressOptions(
         prompts=prompts or Path(cfg.get("prompts", DEFAULT_PROMPTS)),

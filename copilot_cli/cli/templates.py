@@ -86,8 +86,11 @@ def compile_templates_command(
     stdout_console.print(table)
     stdout_console.print(
         f"{len(result.templates)} templates, {len(result.parts)} parts, "
-        f"{len(result.files_written)} files written"
+        f"{len(result.files_written)} files written",
+        markup=False,
     )
+    for link, target in result.links.items():
+        stdout_console.print(f"read through link {link} -> {target}", markup=False, highlight=False)
 
 
 def _read_inputs(source: str) -> dict[str, Any]:

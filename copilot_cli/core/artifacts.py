@@ -158,6 +158,28 @@ def check_header(
             raise FingerprintMismatch(what, expected=expected, found=str(found or "?"), where=where)
 
 
+DIGEST_KEY = "digest"
+
+
+def json_digest(obj: Mapping[str, Any]) -> str:
+    """sha256 of an object's canonical JSON, leaving out its own `digest` key."""
+    body = {k: v for k, v in obj.items() if k != DIGEST_KEY}
+    return sha256_text(canonical_json(body))
+
+
+def sealed(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """`obj` with a `digest` over everything else in it: any changed value is detected."""
+    return {**obj, DIGEST_KEY: json_digest(obj)}
+
+
+def check_sealed(obj: Mapping[str, Any], *, where: str) -> None:
+    """Refuse a JSON artifact whose content does not match its digest."""
+    if obj.get(DIGEST_KEY) != json_digest(obj):
+        raise ArtifactError(
+            "content does not match its digest: the file was edited or is corrupt", where=where
+        )
+
+
 def read_json_artifact(path: Path, *, fmt: str, version: int, what: str) -> dict[str, Any]:
     """Read a JSON manifest/index and check its format and version."""
     if not path.is_file():

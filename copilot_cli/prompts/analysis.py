@@ -84,7 +84,7 @@ def input_variables(root: str, parse: ParseFn, globals_: set[str]) -> set[str]:
 
 class _PrefixWalker:
     def __init__(self, environment: jinja2.Environment, parse: ParseFn) -> None:
-        self.eval_ctx = nodes.EvalContext(environment)
+        self.eval_ctx = nodes.EvalContext(_folding_view(environment))
         self.parse = parse
         self.out: list[str] = []
         self.volatile: list[str] = []
@@ -153,6 +153,23 @@ class _PrefixWalker:
             raise _Stop(f"line {extends.lineno}: dynamic extends")
         own = {b.name: b for b in ast.find_all(nodes.Block)}
         self.template(self.parse(extends.template.value), {**own, **blocks})
+
+
+class _FoldingView:
+    """The environment as constant folding sees it: `+` of constants folds (its size is bounded
+    by the template text); `*`, `**` and `%` stay unfolded, as the sandbox intercepts them."""
+
+    intercepted_binops = frozenset({"*", "**", "%"})
+
+    def __init__(self, environment: jinja2.Environment) -> None:
+        self._environment = environment
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._environment, name)
+
+
+def _folding_view(environment: jinja2.Environment) -> jinja2.Environment:
+    return _FoldingView(environment)  # type: ignore[return-value]
 
 
 def static_prefix(root: str, environment: jinja2.Environment, parse: ParseFn) -> PrefixResult:

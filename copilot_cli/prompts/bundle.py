@@ -1,13 +1,15 @@
-"""The prompt bundle: format, writing helpers, and the runtime loader (`load_bundle`).
+"""The prompt bundle: format, the template runtime, and the loader (`load_bundle`).
 
-Layout of a bundle folder:
+Layout of a bundle folder (format version 2):
 
-    manifest.json          format name/version, environment options, every template's entry
-    code/<sha256>.py       Jinja2's generated Python for each template and part (by content)
+    manifest.json            format name/version, limits, every template's entry, a digest
+    sources/<sha256>.j2      the Jinja source of each template body and part (by content)
 
-Loading a bundle never parses a template source: each template's generated code is compiled
-by Python and wrapped with `Template.from_code`, on first use, and kept in an LRU keyed by the
-template's content hash.
+A bundle holds data only, never code: the loader compiles each source in this package's
+sandbox (the same environment compile-templates used) on first use. Compiled code is kept in a
+per-machine cache (`COPILOT_OPT_CACHE_DIR`/template-code, keyed by the source and the compiler's
+identity), so loading stays fast after the first time, and nothing a bundle carries can run
+outside the sandbox, whoever edited it.
 """
 
 from __future__ import annotations
@@ -16,26 +18,45 @@ import contextlib
 import functools
 import marshal
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import jinja2
 import jsonschema
 
-from copilot_cli.core.artifacts import read_json_artifact, sha256_bytes, sha256_text, write_bytes
+from copilot_cli import __version__
+from copilot_cli.core.artifacts import (
+    check_sealed,
+    read_json_artifact,
+    sha256_bytes,
+    sha256_text,
+    write_bytes,
+)
 from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.core.fingerprints import cache_dir
 from copilot_cli.prompts.chat import chat_environment, chat_variables, split_messages
 from copilot_cli.prompts.errors import InputsError, TemplateError
-from copilot_cli.prompts.sandbox import bounded_render, make_environment
+from copilot_cli.prompts.sandbox import (
+    CODEGEN_VERSION,
+    ENV_OPTIONS,
+    RenderLimits,
+    bounded_render,
+    make_environment,
+)
 
 FORMAT = "copilot-opt.prompt-bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
-CODE_DIR = "code"
+SOURCES_DIR = "sources"
 CHAT_TEMPLATE_UNIT = "__chat_template__"
+# A bundle names its own limits; a loader never lets one go past these.
+HARD_LIMITS = RenderLimits(
+    max_output_chars=100_000_000, max_loop_iterations=100_000_000, max_seconds=60.0
+)
 
 
 @dataclass(frozen=True)
@@ -50,8 +71,35 @@ class RenderedPrompt:
         return self.text[len(self.static_prefix) :]
 
 
-class _CodeLoader(jinja2.BaseLoader):
-    """Serves templates from precompiled code; never sees a template source."""
+def _code_cache_dir() -> Path:
+    return cache_dir() / "template-code"
+
+
+def compiled_code(environment: jinja2.Environment, source: str, name: str) -> CodeType:
+    """The code object of `source` compiled by `environment`, via a per-machine cache.
+
+    The key covers the source, the unit name and everything that shapes the generated code
+    (this package's and Jinja's versions, the environment class and options, the guards'
+    version, the interpreter), so an entry can never be stale. Bundles never carry code.
+    """
+    identity = (
+        f"{__version__}|{jinja2.__version__}|{CODEGEN_VERSION}|{type(environment).__name__}|"
+        f"{sorted(ENV_OPTIONS.items())}|{sys.implementation.cache_tag}|{name}|"
+    )
+    key = sha256_text(identity + source)
+    path = _code_cache_dir() / f"{key}.marshal"
+    with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
+        code = marshal.loads(path.read_bytes())
+        if isinstance(code, CodeType):
+            return code
+    code = compile(environment.compile(source, name, name, raw=True), name, "exec")
+    with contextlib.suppress(OSError):
+        write_bytes(path, marshal.dumps(code))
+    return code
+
+
+class _SourceLoader(jinja2.BaseLoader):
+    """Serves the bundle's units, compiled by the environment that asks for them."""
 
     def __init__(self, sources: Mapping[str, str]) -> None:
         self.sources = dict(sources)
@@ -63,30 +111,12 @@ class _CodeLoader(jinja2.BaseLoader):
             source = self.sources[name]
         except KeyError:
             raise jinja2.TemplateNotFound(name) from None
-        code = cached_code(source, name)
-        return environment.template_class.from_code(
-            environment, code, environment.make_globals(globals), lambda: True
-        )
-
-
-def _code_cache_dir() -> Path:
-    return cache_dir() / "template-code"
-
-
-def cached_code(source: str, name: str) -> Any:
-    """The code object of generated template code, via an on-disk cache like __pycache__.
-
-    Keyed by the source's sha256 and the interpreter's cache tag, so an entry can never be
-    stale; the cache is an accelerator outside the bundle (bundles stay byte-identical).
-    """
-    key = f"{sha256_text(source)}.{sys.implementation.cache_tag}.marshal"
-    path = _code_cache_dir() / key
-    with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
-        return marshal.loads(path.read_bytes())
-    code = compile(source, name, "exec")
-    with contextlib.suppress(OSError):
-        write_bytes(path, marshal.dumps(code))
-    return code
+        code = compiled_code(environment, source, name)
+        # Jinja hands over globals it already built with make_globals; wrapping them again
+        # would nest ChainMaps and slow every variable lookup.
+        if globals is None:
+            globals = environment.make_globals(None)
+        return environment.template_class.from_code(environment, code, globals, lambda: True)
 
 
 def json_path(error: jsonschema.ValidationError) -> str:
@@ -115,7 +145,9 @@ def fast_validator(schema: dict[str, Any]) -> Any:
     """A compiled accept-check (fastjsonschema generates Python code for the schema).
 
     Used as the fast path; on rejection `jsonschema` produces the error with its JSON path.
-    Schemas fastjsonschema cannot compile fall back to jsonschema alone.
+    Schemas fastjsonschema cannot compile fall back to jsonschema alone. (fastjsonschema
+    escapes every schema string it puts into the code it generates, so a schema edited into a
+    bundle changes what is accepted, never what runs.)
     """
     import fastjsonschema
 
@@ -140,23 +172,32 @@ def first_schema_error(validator: Any, inputs: Any) -> jsonschema.ValidationErro
     return jsonschema.exceptions.best_match(errors) if errors else None
 
 
+def error_location(
+    exc: BaseException, line_offsets: Mapping[str, int], default: str
+) -> tuple[str, int | None]:
+    """(unit, file line) of the innermost template frame an exception passed through."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename in line_offsets and frame.lineno:
+            return frame.filename, frame.lineno + line_offsets[frame.filename]
+    return default, None
+
+
 class TemplateRuntime:
-    """Renders templates from compiled code: shared by the compiler and the bundle loader."""
+    """Renders templates from their sources: shared by the compiler and the bundle loader."""
 
     def __init__(
         self,
-        code_by_name: Mapping[str, str],
+        sources: Mapping[str, str],
         chat: dict[str, Any] | None = None,
-        max_output_chars: int | None = None,
+        limits: RenderLimits | None = None,
     ) -> None:
-        self.environment = make_environment(_CodeLoader(code_by_name))
-        if max_output_chars:
-            self.environment.max_output_chars = max_output_chars
+        self.limits = limits or RenderLimits()
+        self.environment = make_environment(_SourceLoader(sources), self.limits)
         self.chat = chat
         self._chat_template: jinja2.Template | None = None
         if chat is not None:
-            env = chat_environment()
-            code = compile(chat["code"], CHAT_TEMPLATE_UNIT, "exec")
+            env = chat_environment(self.limits)
+            code = compiled_code(env, chat["source"], CHAT_TEMPLATE_UNIT)
             self._chat_template = env.template_class.from_code(
                 env, code, env.make_globals(None), lambda: True
             )
@@ -169,13 +210,14 @@ class TemplateRuntime:
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         if self._chat_template is None or self.chat is None:
             raise TemplateError("format: chat needs a tokenizer chat template in the bundle")
-        variables = chat_variables(self.chat["special_tokens"])
-        return self._chat_template.render(messages=messages, **variables)
+        variables = {**chat_variables(self.chat["special_tokens"]), "messages": messages}
+        return bounded_render(self._chat_template, variables, self.limits)
+
+    def render_body(self, unit: str, content_hash: str, inputs: dict[str, Any]) -> str:
+        return bounded_render(self.template(unit, content_hash), inputs, self.limits)
 
     def render(self, unit: str, content_hash: str, fmt: str, inputs: dict[str, Any]) -> str:
-        body = bounded_render(
-            self.template(unit, content_hash), inputs, self.environment.max_output_chars
-        )
+        body = self.render_body(unit, content_hash, inputs)
         if fmt == "chat":
             return self.render_chat(split_messages(body, unit))
         return body
@@ -187,12 +229,16 @@ class PromptBundle:
     Obtain one with `load_bundle(path)`.
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any], code: dict[str, str]) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], sources: dict[str, str]) -> None:
         self.path = path
         self.manifest = manifest
         self._entries = {entry["name"]: entry for entry in manifest["templates"]}
-        self._runtime = TemplateRuntime(code, manifest.get("chat_template"))
+        self._runtime = TemplateRuntime(sources, manifest.get("chat_template"), _limits(manifest))
         self._validators: dict[str, Any] = {}
+        self._line_offsets = {unit: 0 for unit in manifest["parts"]}
+        for entry in manifest["templates"]:
+            self._line_offsets[entry["unit"]] = entry["body_line"] - 1
+        self._line_offsets[CHAT_TEMPLATE_UNIT] = 0
 
     @property
     def tokenizer_fingerprint(self) -> str | None:
@@ -218,25 +264,44 @@ class PromptBundle:
 
     def validate(self, name: str, inputs: Mapping[str, Any]) -> None:
         """Check `inputs` against the template's schema; InputsError carries the JSON path."""
-        fast = self._validators.get(name)
-        if fast is None:
-            fast = self._validators[name] = fast_validator(self.entry(name)["schema"])
-        if fast(inputs):
-            return
-        error = first_schema_error(make_validator(self.entry(name)["schema"]), dict(inputs))
+        schema = self.entry(name)["schema"]
+        try:
+            fast = self._validators.get(name)
+            if fast is None:
+                fast = self._validators[name] = fast_validator(schema)
+            if fast(inputs):
+                return
+            error = first_schema_error(make_validator(schema), dict(inputs))
+        except (jsonschema.SchemaError, TypeError, ValueError, KeyError, RecursionError) as exc:
+            raise ArtifactError(
+                f"the input schema of {name!r} is malformed ({type(exc).__name__})",
+                where=str(self.path / MANIFEST),
+            ) from exc
         if error is not None:
             raise InputsError(error.message, path=json_path(error), template=name)
 
     def render(self, name: str, /, **inputs: Any) -> str:
-        """Validate `inputs` and render template `name` to prompt text."""
+        """Validate `inputs` and render template `name` to prompt text.
+
+        Raises:
+            InputsError: the inputs do not match the template's schema.
+            TemplateError: rendering failed or passed a limit (with the file and line).
+        """
         self.validate(name, inputs)
         entry = self.entry(name)
         try:
             return self._runtime.render(
                 entry["unit"], entry["content_hash"], entry["format"], inputs
             )
-        except (jinja2.TemplateError, TypeError, ValueError) as exc:
-            raise TemplateError(f"render failed: {exc}", file=entry["source"]) from exc
+        except TemplateError:
+            raise
+        except Exception as exc:  # whatever the template raised is the template's fault
+            unit, line = error_location(exc, self._line_offsets, entry["unit"])
+            raise TemplateError(
+                f"render failed: {type(exc).__name__}: {exc}",
+                file=entry["source"] if unit == entry["unit"] else unit,
+                line=line,
+            ) from exc
 
     def split(self, name: str, /, **inputs: Any) -> RenderedPrompt:
         """Render and split at the static prefix (prefix ids may come from a KV cache)."""
@@ -250,27 +315,79 @@ class PromptBundle:
         return RenderedPrompt(text=text, static_prefix=prefix)
 
 
+def _limits(manifest: dict[str, Any]) -> RenderLimits:
+    stored = manifest.get("limits") or {}
+    try:
+        return RenderLimits(
+            max_output_chars=min(stored["max_output_chars"], HARD_LIMITS.max_output_chars),
+            max_loop_iterations=min(stored["max_loop_iterations"], HARD_LIMITS.max_loop_iterations),
+            max_seconds=min(stored["max_seconds"], HARD_LIMITS.max_seconds),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"limits in {MANIFEST} are malformed ({exc})") from exc
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
-    return read_json_artifact(
+    """The manifest of a bundle folder, its format, version, digest and shape checked."""
+    manifest = read_json_artifact(
         path / MANIFEST, fmt=FORMAT, version=FORMAT_VERSION, what="prompt bundle"
     )
+    where = str(path / MANIFEST)
+    check_sealed(manifest, where=where)
+    templates, parts = manifest.get("templates"), manifest.get("parts")
+    if not isinstance(templates, list) or not isinstance(parts, dict):
+        raise ArtifactError("'templates' must be a list and 'parts' an object", where=where)
+    for entry in templates:
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(key), kind) for key, kind in _ENTRY_FIELDS.items()
+        ):
+            raise ArtifactError("a template entry is malformed", where=where)
+    return manifest
+
+
+_ENTRY_FIELDS = {
+    "name": str,
+    "unit": str,
+    "source": str,
+    "format": str,
+    "content_hash": str,
+    "unit_sha256": str,
+    "body_line": int,
+    "schema": dict,
+    "static_prefix": str,
+    "static_prefix_sha256": str,
+}
 
 
 def load_bundle(path: Path | str) -> PromptBundle:
-    """Load a compiled bundle folder written by `compile-templates`."""
+    """Load a compiled bundle folder written by `compile-templates`.
+
+    Every source file is checked against its hash, every static prefix against its hash and
+    the manifest against its digest, before anything renders.
+
+    Raises:
+        ArtifactError: a missing, edited or corrupt file, or another format version.
+    """
     path = Path(path)
     manifest = read_manifest(path)
-    code: dict[str, str] = {}
-    units = {**manifest.get("parts", {}), **{t["unit"]: t for t in manifest["templates"]}}
+    sources: dict[str, str] = {}
+    units = {**manifest["parts"], **{t["unit"]: t for t in manifest["templates"]}}
     for unit, entry in units.items():
-        file = path / CODE_DIR / entry["code"]
+        digest = entry.get("unit_sha256") if isinstance(entry, dict) else None
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise ArtifactError(f"no source hash for {unit}", where=str(path / MANIFEST))
+        file = path / SOURCES_DIR / f"{digest}.j2"
         try:
             data = file.read_bytes()
         except OSError as exc:
-            raise ArtifactError(f"missing compiled code for {unit}", where=str(file)) from exc
-        if sha256_bytes(data) != entry["code"].removesuffix(".py"):
+            raise ArtifactError(f"missing source of {unit}", where=str(file)) from exc
+        if sha256_bytes(data) != digest:
+            raise ArtifactError(f"source of {unit} is corrupt (hash mismatch)", where=str(file))
+        sources[unit] = data.decode("utf-8")
+    for entry in manifest["templates"]:
+        if sha256_text(entry["static_prefix"]) != entry["static_prefix_sha256"]:
             raise ArtifactError(
-                f"compiled code for {unit} is corrupt (hash mismatch)", where=str(file)
+                f"static prefix of {entry['name']} does not match its hash",
+                where=str(path / MANIFEST),
             )
-        code[unit] = data.decode("utf-8")
-    return PromptBundle(path, manifest, code)
+    return PromptBundle(path, manifest, sources)

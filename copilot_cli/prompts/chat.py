@@ -5,8 +5,9 @@ system, user or assistant); the message's content is everything up to the next m
 the one newline that ends it. The target tokenizer's own chat template then turns the messages
 into the prompt text (with the generation prompt added).
 
-The tokenizer's chat template is compiled into the bundle with the settings transformers uses
-(sandboxed, trim_blocks, lstrip_blocks, loop controls), and checked at compile time against
+The tokenizer's chat template is stored in the bundle as source and compiled with the settings
+transformers uses (sandboxed, trim_blocks, lstrip_blocks, loop controls) plus the same work
+bounds as every template; it is checked at compile time against
 `tokenizer.apply_chat_template` on every sample, so a bundle renders chat prompts without
 loading a tokenizer.
 """
@@ -19,9 +20,9 @@ from typing import Any
 
 import jinja2
 from jinja2.ext import loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from copilot_cli.prompts.errors import TemplateError
+from copilot_cli.prompts.sandbox import MAX_JSON_INDENT, BoundedSandbox, RenderLimits
 
 MARKER = re.compile(r"^<\|message:(system|user|assistant)\|>\n", re.MULTILINE)
 SENTINEL = "\ue000\ue001"  # private-use characters: never in real prompt text
@@ -51,6 +52,8 @@ def _tojson(
     separators: Any = None,
     sort_keys: bool = False,
 ) -> str:
+    if indent is not None and not (isinstance(indent, int) and 0 <= indent <= MAX_JSON_INDENT):
+        raise jinja2.exceptions.SecurityError(f"tojson indent must be in [0, {MAX_JSON_INDENT}]")
     return json.dumps(
         value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
     )
@@ -60,12 +63,13 @@ def _raise(message: str) -> None:
     raise jinja2.TemplateError(message)
 
 
-def chat_environment() -> ImmutableSandboxedEnvironment:
-    """An environment configured the way transformers renders chat templates."""
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+def chat_environment(limits: RenderLimits | None = None) -> BoundedSandbox:
+    """An environment configured the way transformers renders chat templates, with bounds."""
+    env = BoundedSandbox(
+        limits=limits, trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
     )
     env.filters["tojson"] = _tojson
+    env.policies["json.dumps_function"] = _tojson
     env.globals["raise_exception"] = _raise
     return env
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,17 +12,26 @@ import jinja2
 from jinja2 import nodes
 
 from copilot_cli import __version__
-from copilot_cli.core.artifacts import canonical_json, sha256_bytes, sha256_text, write_if_changed
+from copilot_cli.core.artifacts import (
+    canonical_json,
+    sealed,
+    sha256_bytes,
+    sha256_text,
+    write_if_changed,
+)
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
 from copilot_cli.prompts.analysis import input_variables, static_prefix, template_closure
 from copilot_cli.prompts.boundary import stable_prefix
 from copilot_cli.prompts.bundle import (
-    CODE_DIR,
+    CHAT_TEMPLATE_UNIT,
     FORMAT,
     FORMAT_VERSION,
     MANIFEST,
+    SOURCES_DIR,
     TemplateRuntime,
+    compiled_code,
+    error_location,
     first_schema_error,
     json_path,
     make_validator,
@@ -30,7 +39,7 @@ from copilot_cli.prompts.bundle import (
 )
 from copilot_cli.prompts.chat import chat_environment, prefix_through_chat, split_messages
 from copilot_cli.prompts.errors import TemplateError
-from copilot_cli.prompts.sandbox import ENV_OPTIONS, MAX_OUTPUT_CHARS, make_environment
+from copilot_cli.prompts.sandbox import ENV_OPTIONS, RenderLimits, make_environment
 from copilot_cli.prompts.source import (
     PARTS_DIR,
     TemplateSource,
@@ -54,13 +63,14 @@ class CompileOptions:
         src: the template folder (templates at any depth, shared parts under `parts/`).
         out: the bundle folder to write.
         min_prefix_tokens: warn when a static prefix is shorter than this (with a tokenizer).
-        max_output_chars: a render larger than this fails (bounded memory).
+        limits: what one render may cost (output size, loop iterations, seconds); stored in
+            the bundle, which renders within them.
     """
 
     src: Path
     out: Path
     min_prefix_tokens: int = 64
-    max_output_chars: int = MAX_OUTPUT_CHARS
+    limits: RenderLimits = field(default_factory=RenderLimits)
 
     def __post_init__(self) -> None:
         if not self.src.exists():
@@ -90,6 +100,7 @@ class CompileResult:
     templates: list[TemplateReport]
     parts: list[str]
     files_written: list[str]
+    links: dict[str, str] = field(default_factory=dict)  # link -> what was read through it
 
     @property
     def warnings(self) -> list[str]:
@@ -101,6 +112,7 @@ class CompileResult:
             "templates": [t.__dict__ for t in self.templates],
             "parts": self.parts,
             "files_written": self.files_written,
+            "links": self.links,
             "warnings": self.warnings,
         }
 
@@ -153,16 +165,17 @@ class _Units:
                 ) from exc
         return self._ast[name]
 
-    def codegen(self, name: str) -> str:
+    def check_compiles(self, name: str) -> None:
+        """Generate the unit's code now (errors found there carry a line), warming the cache."""
         self.parse(name)
-        return self.environment.compile(self.source(name), name, name, raw=True)
-
-
-def _error_line(exc: BaseException, unit: str, offset: int) -> int | None:
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename == unit and frame.lineno:
-            return frame.lineno + offset
-    return None
+        try:
+            compiled_code(self.environment, self.source(name), name)
+        except jinja2.TemplateSyntaxError as exc:
+            raise TemplateError(
+                exc.message or str(exc),
+                file=name,
+                line=(exc.lineno or 1) + self.line_offset.get(name, 0),
+            ) from exc
 
 
 def _first_use_line(ast: nodes.Template, variable: str, offset: int) -> int | None:
@@ -176,12 +189,12 @@ class _Compiler:
     def __init__(self, options: CompileOptions, tokenizer: Any | None) -> None:
         self.options = options
         self.tokenizer = tokenizer
-        self.environment = make_environment()
-        self.environment.max_output_chars = options.max_output_chars
+        self.environment = make_environment(limits=options.limits)
         self.tokenizer_fp = tokenizer_fingerprint(tokenizer) if tokenizer is not None else None
+        self.links: dict[str, str] = {}
 
     def load_sources(self) -> tuple[list[TemplateSource], list[tuple[Path, str]]]:
-        template_files, part_files = discover(self.options.src)
+        template_files, part_files = discover(self.options.src, self.links)
         if not template_files:
             raise InputError(
                 "no templates (*.j2 files outside parts/) found", where=str(self.options.src)
@@ -208,8 +221,12 @@ class _Compiler:
                 file=first.rel_path,
             )
         special = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
-        code = chat_environment().compile(template, "__chat_template__", raw=True)
-        return {"code": code, "template_sha256": sha256_text(template), "special_tokens": special}
+        compiled_code(chat_environment(self.options.limits), template, CHAT_TEMPLATE_UNIT)
+        return {
+            "source": template,
+            "template_sha256": sha256_text(template),
+            "special_tokens": special,
+        }
 
     def content_hash(
         self, source: TemplateSource, closure: list[str], units: _Units, chat: dict[str, Any] | None
@@ -221,7 +238,7 @@ class _Compiler:
                     "source": sha256_bytes(source.raw),
                     "parts": {name: sha256_bytes(units.raw[name]) for name in closure},
                     "environment": ENV_OPTIONS,
-                    "max_output_chars": self.options.max_output_chars,
+                    "limits": self.options.limits.__dict__,
                     "jinja2": jinja2.__version__,
                     "tokenizer": self.tokenizer_fp,
                     "chat_template": chat["template_sha256"]
@@ -265,10 +282,10 @@ class _Compiler:
             except TemplateError:
                 raise
             except Exception as exc:  # any render failure is the template's fault
-                line = _error_line(exc, source.rel_path, units.line_offset[source.rel_path])
+                unit, line = error_location(exc, units.line_offset, source.rel_path)
                 raise TemplateError(
                     f"samples[{index}] fails to render: {type(exc).__name__}: {exc}",
-                    file=source.rel_path,
+                    file=unit,
                     line=line,
                 ) from exc
         return renders
@@ -366,8 +383,10 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
     for _, rel in part_files:  # every part must compile, used or not
         units.parse(rel)
     all_units = [*units.part_paths, *(source.rel_path for source in sources)]
-    code_by_unit = {rel: units.codegen(rel) for rel in all_units}
-    runtime = TemplateRuntime(code_by_unit, chat, options.max_output_chars)
+    for rel in all_units:
+        units.check_compiles(rel)
+    text_by_unit = {rel: units.source(rel) for rel in all_units}
+    runtime = TemplateRuntime(text_by_unit, chat, options.limits)
 
     entries, reports = [], []
     for source in sources:
@@ -381,7 +400,9 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
             renders = compiler.render_samples(source, runtime, units)
             if source.format == "chat":
                 bodies = [
-                    runtime.environment.get_template(source.rel_path).render(s)
+                    runtime.render_body(
+                        source.rel_path, content_hash, with_defaults(source.schema, s)
+                    )
                     for s in source.samples
                 ]
                 compiler.check_chat(source, runtime, units, bodies)
@@ -395,6 +416,8 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
                 "format": source.format,
                 "content_hash": content_hash,
                 "source_sha256": sha256_bytes(source.raw),
+                "unit_sha256": sha256_text(text_by_unit[source.rel_path]),
+                "body_line": source.body_line,
                 "parts": closure,
                 "variables": variables,
                 "schema": source.schema,
@@ -406,7 +429,6 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
                 "static_prefix_stopped_at": info["stopped_at"],
                 "static_prefix_shortened_chars": info.get("shortened_chars", 0),
                 "tokenizer_fingerprint": compiler.tokenizer_fp,
-                "code": sha256_text(code_by_unit[source.rel_path]) + ".py",
                 "warnings": var_warnings + warnings,
             }
             status = "compiled"
@@ -430,12 +452,13 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
         "format_version": FORMAT_VERSION,
         "copilot_opt_version": __version__,
         "jinja2_version": jinja2.__version__,
-        "environment": {**ENV_OPTIONS, "max_output_chars": options.max_output_chars},
+        "environment": ENV_OPTIONS,
+        "limits": options.limits.__dict__,
         "tokenizer_fingerprint": compiler.tokenizer_fp,
         "chat_template": chat,
         "parts": {
             rel: {
-                "code": sha256_text(code_by_unit[rel]) + ".py",
+                "unit_sha256": sha256_text(text_by_unit[rel]),
                 "source_sha256": sha256_bytes(
                     units.raw.get(rel) or units.part_paths[rel].read_bytes()
                 ),
@@ -444,28 +467,39 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
         },
         "templates": sorted(entries, key=lambda e: e["name"]),
     }
-    written = _write_bundle(options.out, code_by_unit, manifest)
+    written = _write_bundle(options.out, text_by_unit, sealed(manifest))
     return CompileResult(
         out=options.out,
         templates=sorted(reports, key=lambda r: r.name),
         parts=sorted(units.part_paths),
         files_written=written,
+        links=dict(sorted(compiler.links.items())),
     )
 
 
-def _write_bundle(out: Path, code_by_unit: dict[str, str], manifest: dict[str, Any]) -> list[str]:
-    """Code files first (content-addressed), manifest last, then drop unreferenced code."""
+def _write_bundle(out: Path, text_by_unit: dict[str, str], manifest: dict[str, Any]) -> list[str]:
+    """Sources first (content-addressed), manifest last, then drop unreferenced sources.
+
+    A bundle written by an older version (its code/ folder) is removed with the old manifest
+    replaced: this version never reads code from a bundle.
+    """
     written = []
-    code_dir = out / CODE_DIR
+    sources_dir = out / SOURCES_DIR
     wanted = set()
-    for code in code_by_unit.values():
-        name = sha256_text(code) + ".py"
+    for text in text_by_unit.values():
+        name = sha256_text(text) + ".j2"
         wanted.add(name)
-        if write_if_changed(code_dir / name, code.encode("utf-8")):
-            written.append(f"{CODE_DIR}/{name}")
+        if write_if_changed(sources_dir / name, text.encode("utf-8")):
+            written.append(f"{SOURCES_DIR}/{name}")
     if write_if_changed(out / MANIFEST, canonical_json(manifest).encode("utf-8")):
         written.append(MANIFEST)
-    for stale in sorted(code_dir.glob("*.py")):
+    for stale in sorted(sources_dir.glob("*.j2")):
         if stale.name not in wanted:
             stale.unlink()
+    legacy = out / "code"
+    if legacy.is_dir():
+        for stale in legacy.glob("*.py"):
+            stale.unlink()
+        with contextlib.suppress(OSError):
+            legacy.rmdir()
     return written

@@ -1,4 +1,4 @@
-"""The one Jinja2 environment templates render in: sandboxed, strict, bounded.
+"""The Jinja2 environments templates render in: sandboxed, strict, and bounded in work.
 
 - ImmutableSandboxedEnvironment: no attribute starting with `_`, no mutation of lists/dicts,
   no Python internals (`lipsum.__globals__`, `''.__class__.__mro__` raise SecurityError).
@@ -7,24 +7,33 @@
 - Whitespace policy (pinned by golden tests): trim_blocks=True (a block tag's own newline is
   dropped), lstrip_blocks=True (indentation before a block tag is dropped),
   keep_trailing_newline=True (a file's final newline is part of the output).
-- Bounded output: string repetition, padding widths and `**` are checked before they run, and
-  rendering streams with a character budget, so `{{ 'x' * 10**9 }}` fails fast in bounded memory.
-- Includes resolve only inside the template folder (no `..`, no symlink out).
+
+Bounded work by construction (`RenderLimits`): the sandbox stops code execution, not work, so
+every operation that can make a value much larger than its inputs is checked *before* it runs
+(`*`, `**`, `+`, `%`, `~`, the padding/joining/replacing filters and str methods); every loop
+is charged against an iteration budget; a wall-clock deadline is checked in every hook; and
+rendering streams with a character budget. A violation raises SecurityError, which callers
+report with the template and line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
 import json
 import operator
-import os
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
-from jinja2.exceptions import SecurityError, TemplateNotFound
+from jinja2.compiler import CodeGenerator, optimizeconst
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 ENV_OPTIONS: dict[str, Any] = {
@@ -34,27 +43,389 @@ ENV_OPTIONS: dict[str, Any] = {
     "autoescape": False,
     "undefined": "StrictUndefined",
 }
+# What shapes the generated code: this module's own text (its guards and code generator). Keys
+# the per-machine code cache, so editing a guard can never leave stale compiled code behind.
+CODEGEN_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 MAX_OUTPUT_CHARS = 1_000_000
+MAX_LOOP_ITERATIONS = 1_000_000
+MAX_SECONDS = 5.0
+MAX_INT_BITS = 1 << 16  # ~19,700 decimal digits: far beyond any prompt, far below a hang
+MAX_PIECES = 100_000  # batch/slice counts (as Jinja's own range limit)
+MAX_JSON_INDENT = 32
+PRODUCED_FACTOR = 4
+_SIZED = (str, list, tuple, dict)
 _WIDTH_DIGITS = re.compile(r"\d{7,}")
-_PADDING_METHODS = {"ljust", "rjust", "center", "zfill", "expandtabs", "format", "replace"}
+_FORMAT_WIDTH = re.compile(r"%[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?")
 # Filters whose value changes from one render to the next: never part of a static prefix.
 VOLATILE_FILTERS = frozenset({"random", "shuffle"})
 
 
+@dataclass(frozen=True)
+class RenderLimits:
+    """What one render may cost.
+
+    Attributes:
+        max_output_chars: characters of output, and of any single value built on the way.
+        max_loop_iterations: loop iterations summed over the whole render (nested loops
+            multiply, so 1,000 x 1,000 already reaches the default).
+        max_seconds: wall-clock time of one render.
+    """
+
+    max_output_chars: int = MAX_OUTPUT_CHARS
+    max_loop_iterations: int = MAX_LOOP_ITERATIONS
+    max_seconds: float = MAX_SECONDS
+
+    def __post_init__(self) -> None:
+        for name in ("max_output_chars", "max_loop_iterations"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer")
+        if not 0 < self.max_seconds < float("inf"):
+            raise ValueError("max_seconds must be a positive finite number")
+
+
+class _Budget:
+    """The live counters of one render."""
+
+    __slots__ = ("deadline", "iterations_left", "limits", "produced_left")
+
+    def __init__(self, limits: RenderLimits) -> None:
+        self.limits = limits
+        self.iterations_left = limits.max_loop_iterations
+        # Everything `{{ }}` produces, macro bodies and `{% set %}` blocks included (their
+        # text is then output again, hence the headroom over the output limit).
+        self.produced_left = PRODUCED_FACTOR * limits.max_output_chars
+        self.deadline = time.monotonic() + limits.max_seconds
+
+    def produce(self, size: int) -> None:
+        self.produced_left -= size
+        if self.produced_left < 0:
+            raise SecurityError(
+                f"the render produced more than {PRODUCED_FACTOR * self.limits.max_output_chars:,}"
+                " characters in all"
+            )
+
+    def charge(self, iterations: int) -> None:
+        self.iterations_left -= iterations
+        if self.iterations_left < 0:
+            raise SecurityError(
+                f"loops ran more than {self.limits.max_loop_iterations:,} iterations"
+            )
+        self.check_time()
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise SecurityError(f"rendering took longer than {self.limits.max_seconds:g} s")
+
+
+_active: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
+    "copilot_render_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def render_budget(limits: RenderLimits) -> Iterator[None]:
+    """Charge everything rendered inside the block to one fresh budget."""
+    token = _active.set(_Budget(limits))
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
 def tojson(value: Any, indent: int | None = None) -> str:
     """JSON for prompts: no HTML escaping (unlike Jinja's default), non-ASCII kept."""
+    if indent is not None and not (isinstance(indent, int) and 0 <= indent <= MAX_JSON_INDENT):
+        raise SecurityError(f"tojson indent must be an integer in [0, {MAX_JSON_INDENT}]")
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
-class PromptSandbox(ImmutableSandboxedEnvironment):
-    """ImmutableSandboxedEnvironment with size checks on the operations that can blow up."""
+def _text_size(value: Any) -> int:
+    return len(value) if isinstance(value, (str, list, tuple)) else 0
 
-    intercepted_binops = frozenset({"*", "**", "%"})
+
+def _format_widths(fmt: str) -> list[str]:
+    return [w for match in _FORMAT_WIDTH.finditer(fmt) for w in match.groups() if w]
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """Jinja's code generator with every loop and every `~` routed through the budget."""
+
+    def visit_For(self, node: nodes.For, frame: Any) -> None:
+        node.iter = _guard(node.iter, node.lineno)
+        if node.recursive:  # `loop(children)` re-enters the loop body with a new iterable
+            for call in node.find_all(nodes.Call):
+                if isinstance(call.node, nodes.Name) and call.node.name == "loop" and call.args:
+                    call.args[0] = _guard(call.args[0], call.lineno)
+        super().visit_For(node, frame)
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Any) -> None:
+        self.write("environment.checked_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+def _guard(iterable: nodes.Expr, lineno: int) -> nodes.Expr:
+    return nodes.Call(
+        nodes.EnvironmentAttribute("guarded_loop"), [iterable], [], None, None, lineno=lineno
+    )
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """An immutable sandbox whose operations are checked against the active render budget."""
+
+    code_generator_class = _BoundedCodeGenerator
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
+    _GROWING_FILTERS = ("center", "indent", "wordwrap", "replace", "join", "format", "batch")
+
+    def __init__(self, *, limits: RenderLimits | None = None, **options: Any) -> None:
+        super().__init__(finalize=self._produced, **options)
+        self.limits = limits or RenderLimits()
+        self.concat = self._checked_join  # every buffer join and the whole render go here
+        self.filters["tojson"] = tojson
+        self.policies["json.dumps_function"] = tojson
+        for name in (*self._GROWING_FILTERS, "slice"):
+            if name in self.filters:
+                self.filters[name] = self._checked_filter(name, self.filters[name])
+
+    # -- the budget ---------------------------------------------------------------------
+    @property
+    def max_output_chars(self) -> int:
+        return self.limits.max_output_chars
+
+    def _budget(self) -> _Budget:
+        budget = _active.get()
+        # Outside render_budget() (a direct Template.render) each loop is bounded on its own;
+        # every path of this package renders inside one.
+        return budget if budget is not None else _Budget(self.limits)
+
+    def _check_size(self, size: int, what: str) -> None:
+        if size > self.limits.max_output_chars:
+            raise SecurityError(
+                f"{what} would produce {size:,} characters (limit {self.limits.max_output_chars:,})"
+            )
+
+    def _produced(self, value: Any) -> Any:
+        """`finalize`: every `{{ }}` value, counted against the render's production budget."""
+        text = value if type(value) is str else str(value)
+        budget = _active.get()
+        if budget is not None:
+            budget.produce(len(text))
+        return text
+
+    def _checked_join(self, pieces: Iterable[str]) -> str:
+        """Join output pieces unless they add up to more than the output limit.
+
+        Collecting them first is bounded: text from `{{ }}` is charged to the production
+        budget as it is made, and literal pieces are references to the template's constants,
+        at most a few per loop iteration.
+        """
+        collected = pieces if type(pieces) is list else list(pieces)
+        if sum(map(len, collected)) > self.limits.max_output_chars:
+            raise SecurityError(f"output exceeds {self.limits.max_output_chars:,} characters")
+        return "".join(collected)
+
+    def guarded_loop(self, iterable: Any, **_frame_vars: Any) -> Any:
+        """Charge a loop to the iteration budget: its length up front, else item by item."""
+        budget = self._budget()
+        try:
+            length = len(iterable)
+        except TypeError:
+            return self._counted(iterable, budget)
+        budget.charge(length)
+        return iterable
+
+    @staticmethod
+    def _counted(iterable: Iterable[Any], budget: _Budget) -> Iterator[Any]:
+        for item in iterable:
+            budget.charge(1)
+            yield item
+
+    def checked_concat(self, parts: Iterable[Any]) -> str:
+        """`a ~ b ~ c`, refused before joining when the result would exceed the output limit."""
+        pieces = [str(part) for part in parts]
+        self._check_size(sum(map(len, pieces)), "'~' concatenation")
+        self._budget().check_time()
+        return "".join(pieces)
+
+    # -- operators ------------------------------------------------------------------------
+    def call_binop(self, context: Any, operator_name: str, left: Any, right: Any) -> Any:
+        self._budget().check_time()
+        if operator_name == "*":
+            return self._multiply(left, right)
+        if operator_name == "**":
+            return self._power(left, right)
+        if operator_name == "+":
+            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+                self._check_size(len(left) + len(right), "'+'")
+            return operator.add(left, right)
+        if operator_name == "%" and isinstance(left, str):
+            self._check_format(left, right if isinstance(right, (tuple, dict)) else (right,))
+            return operator.mod(left, right)
+        return super().call_binop(context, operator_name, left, right)
+
+    def _multiply(self, left: Any, right: Any) -> Any:
+        for seq, count in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(count, int):
+                self._check_size(len(seq) * max(count, 0), "repetition")
+        both_int = isinstance(left, int) and isinstance(right, int)
+        if both_int and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+            raise SecurityError(f"integer product beyond {MAX_INT_BITS:,} bits")
+        return operator.mul(left, right)
+
+    def _power(self, left: Any, right: Any) -> Any:
+        both_int = isinstance(left, int) and isinstance(right, int)
+        if both_int and abs(left) > 1 and right > 0 and left.bit_length() * right > MAX_INT_BITS:
+            raise SecurityError(f"{left} ** {right} is beyond {MAX_INT_BITS:,} bits")
+        return operator.pow(left, right)
+
+    def _check_format(self, fmt: str, values: Any) -> None:
+        if _WIDTH_DIGITS.search(fmt):
+            raise SecurityError("a format width or precision is too large")
+        items = list(values.values() if isinstance(values, dict) else values)
+        total = len(fmt) + sum(_text_size(v) for v in items)
+        for value in items:
+            if isinstance(value, int) and not isinstance(value, bool):
+                self._check_size(abs(value), "format argument")
+                total += abs(value) if "*" in fmt else 0
+        total += sum(int(w) for w in _format_widths(fmt) if w.isdigit())
+        self._check_size(total, "'%' formatting")
+
+    # -- method calls -----------------------------------------------------------------------
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        fmt = value.__self__
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            if _WIDTH_DIGITS.search(fmt) or any(
+                isinstance(a, str) and _WIDTH_DIGITS.search(a) for a in (*args, *kwargs.values())
+            ):
+                raise SecurityError("format width is too large")
+            items = [*args, *kwargs.values()]
+            for item in items:
+                if isinstance(item, int) and not isinstance(item, bool):
+                    self._check_size(abs(item), "format argument")
+            self._check_size(len(fmt) * 2 + sum(_text_size(i) for i in items), "str.format")
+            return wrapped(*args, **kwargs)
+
+        return checked
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        __self._budget().check_time()
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str):
+            name = getattr(__obj, "__name__", "")
+            if name == "join" and args and not isinstance(args[0], _SIZED):
+                args = (list(args[0]), *args[1:])  # materialize, so the size is known first
+            __self._check_str_method(owner, name, args, kwargs)
+        result = super().call(__context, __obj, *args, **kwargs)
+        __self._check_size(_text_size(result), "a call")
+        return result
+
+    def _check_str_method(self, text: str, name: str, args: tuple, kwargs: dict) -> None:
+        values = [*args, *kwargs.values()]
+        widths = [abs(v) for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        if name in ("center", "ljust", "rjust", "zfill"):
+            self._check_size(max([len(text), *widths]), f"str.{name}")
+        elif name == "expandtabs":
+            self._check_size(len(text) + text.count("\t") * max(widths or [8]), "str.expandtabs")
+        elif name == "replace" and len(args) >= 2:
+            self._check_size(_replaced_size(text, args[0], args[1], args[2:]), "str.replace")
+        elif name == "join" and args:
+            self._check_size(_joined_size(text, args[0]), "str.join")
+        elif name == "translate" and args and isinstance(args[0], dict):
+            longest = max((_text_size(v) for v in args[0].values()), default=1)
+            self._check_size(len(text) * max(longest, 1), "str.translate")
+
+    # -- filters ------------------------------------------------------------------------------
+    def _checked_filter(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        precheck = getattr(self, f"_filter_{name}")
+        passes_env = getattr(func, "jinja_pass_arg", None) is not None
+
+        first = 1 if passes_env else 0
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            self._budget().check_time()
+            if name == "join" and len(args) > first and not isinstance(args[first], _SIZED):
+                args = (*args[:first], list(args[first]), *args[first + 1 :])
+            call_args = args[first:]
+            precheck(*call_args, **kwargs)
+            result = func(*args, **kwargs)
+            self._check_size(_text_size(result), f"filter {name}")
+            return result
+
+        checked.__name__ = name
+        if passes_env:
+            checked.jinja_pass_arg = func.jinja_pass_arg  # type: ignore[attr-defined]
+        return checked
+
+    def _filter_center(self, value: Any, width: Any = 80, *_: Any, **__: Any) -> None:
+        if isinstance(width, int):
+            self._check_size(max(_text_size(str(value)), abs(width)), "filter center")
+
+    def _filter_indent(self, value: Any, width: Any = 4, *_: Any, **__: Any) -> None:
+        pad = len(width) if isinstance(width, str) else abs(width) if isinstance(width, int) else 0
+        text = str(value)
+        self._check_size(len(text) + (text.count("\n") + 1) * pad, "filter indent")
+
+    def _filter_wordwrap(
+        self, value: Any, width: Any = 79, break_long: Any = True, wrapstring: Any = None, *_: Any
+    ) -> None:
+        text = str(value)
+        step = max(width, 1) if isinstance(width, int) else 79
+        extra = len(wrapstring) if isinstance(wrapstring, str) else 1
+        self._check_size(len(text) + (len(text) // step + 1) * extra, "filter wordwrap")
+
+    def _filter_replace(
+        self, value: Any, old: Any = "", new: Any = "", *rest: Any, **_: Any
+    ) -> None:
+        self._check_size(_replaced_size(str(value), str(old), str(new), rest), "filter replace")
+
+    def _filter_join(self, value: Any, d: Any = "", attribute: Any = None, **_: Any) -> None:
+        if attribute is None:
+            self._check_size(_joined_size(str(d), value), "filter join")
+
+    def _filter_format(self, value: Any, *args: Any, **kwargs: Any) -> None:
+        self._check_format(str(value), kwargs or args)
+
+    def _filter_batch(self, value: Any, linecount: Any = 1, *_: Any, **__: Any) -> None:
+        if isinstance(linecount, int) and linecount > MAX_PIECES:
+            raise SecurityError(f"batch size {linecount:,} is over {MAX_PIECES:,}")
+
+    def _filter_slice(self, value: Any, slices: Any = 1, *_: Any, **__: Any) -> None:
+        if isinstance(slices, int) and slices > MAX_PIECES:
+            raise SecurityError(f"slice count {slices:,} is over {MAX_PIECES:,}")
+
+
+def _replaced_size(text: str, old: Any, new: Any, rest: tuple) -> int:
+    if not isinstance(old, str) or not isinstance(new, str):
+        return len(text)
+    count = text.count(old) if old else len(text) + 1
+    if rest and isinstance(rest[0], int) and rest[0] >= 0:
+        count = min(count, rest[0])
+    return len(text) + count * max(len(new) - len(old), 0)
+
+
+def _joined_size(separator: str, items: Any) -> int:
+    parts = list(items) if isinstance(items, dict) else items
+    if not isinstance(parts, (str, list, tuple)):
+        return 0
+    total = sum(len(p) if isinstance(p, str) else len(str(p)) for p in parts)
+    return total + len(separator) * max(len(parts) - 1, 0)
+
+
+class PromptSandbox(BoundedSandbox):
+    """The environment every prompt template compiles and renders in."""
 
     def __init__(
-        self, loader: jinja2.BaseLoader | None = None, *, max_output_chars: int = MAX_OUTPUT_CHARS
+        self, loader: jinja2.BaseLoader | None = None, *, limits: RenderLimits | None = None
     ) -> None:
         super().__init__(
+            limits=limits,
             loader=loader,
             undefined=jinja2.StrictUndefined,
             autoescape=False,
@@ -64,125 +435,27 @@ class PromptSandbox(ImmutableSandboxedEnvironment):
             auto_reload=False,
             cache_size=1024,  # includes are looked up on every render: keep them loaded
         )
-        self.max_output_chars = max_output_chars
-        self.policies["json.dumps_function"] = tojson
-        self.filters["tojson"] = tojson
         for unsafe_global in ("lipsum", "cycler", "joiner"):
             self.globals.pop(unsafe_global, None)
-        for name in ("center", "indent", "wordwrap", "truncate"):
-            self.filters[name] = self._bounded(self.filters[name])
-
-    def _check_size(self, size: int, what: str) -> None:
-        if size > self.max_output_chars:
-            raise SecurityError(
-                f"{what} would produce {size:,} characters (limit {self.max_output_chars:,})"
-            )
-
-    def _bounded(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        def checked(*args: Any, **kwargs: Any) -> Any:
-            for value in list(args[1:]) + list(kwargs.values()):
-                if isinstance(value, int) and not isinstance(value, bool):
-                    self._check_size(abs(value), f"filter {func.__name__} width")
-            return func(*args, **kwargs)
-
-        checked.__name__ = func.__name__
-        for attr in ("jinja_pass_arg",):
-            if hasattr(func, attr):
-                setattr(checked, attr, getattr(func, attr))
-        return checked
-
-    def call_binop(self, context: Any, operator_name: str, left: Any, right: Any) -> Any:
-        if operator_name == "*":
-            for seq, count in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(count, int):
-                    self._check_size(len(seq) * max(count, 0), "repetition")
-            return operator.mul(left, right)
-        if operator_name == "**":
-            big = isinstance(right, int) and isinstance(left, int) and abs(left) > 1
-            if big and right > 4096:
-                raise SecurityError(f"exponent {right} is too large")
-            return operator.pow(left, right)
-        if operator_name == "%" and isinstance(left, str):
-            self._check_format(left, right if isinstance(right, (tuple, dict)) else (right,))
-            return operator.mod(left, right)
-        return super().call_binop(context, operator_name, left, right)
-
-    def _check_format(self, fmt: str, values: Any) -> None:
-        if _WIDTH_DIGITS.search(fmt):
-            raise SecurityError("a format width or precision is too large")
-        items = values.values() if isinstance(values, dict) else values
-        for value in items:
-            if isinstance(value, int) and not isinstance(value, bool):
-                self._check_size(abs(value), "format argument")
-
-    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        wrapped = super().wrap_str_format(value)
-        if wrapped is None:
-            return None
-        fmt = value.__self__
-
-        def checked(*args: Any, **kwargs: Any) -> str:
-            self._check_format(fmt, [*args, *kwargs.values()])
-            return wrapped(*args, **kwargs)
-
-        return checked
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        name = getattr(__obj, "__name__", "")
-        if isinstance(getattr(__obj, "__self__", None), str) and name in _PADDING_METHODS:
-            for value in list(args) + list(kwargs.values()):
-                if isinstance(value, int) and not isinstance(value, bool):
-                    __self._check_size(abs(value), f"str.{name} width")
-                if isinstance(value, str) and _WIDTH_DIGITS.search(value):
-                    raise SecurityError(f"str.{name}: width in {value!r} is too large")
-            if name == "format" and _WIDTH_DIGITS.search(__obj.__self__):
-                raise SecurityError("format width is too large")
-        return super().call(__context, __obj, *args, **kwargs)
 
 
-class FolderLoader(jinja2.BaseLoader):
-    """Loads templates from one folder and refuses any path that leaves it."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(os.path.realpath(root))
-
-    def resolve(self, name: str) -> Path:
-        pieces = name.replace("\\", "/").split("/")
-        if name.startswith("/") or any(p in ("..", "") for p in pieces):
-            raise TemplateNotFound(f"{name} (outside the template folder)")
-        path = Path(os.path.realpath(self.root.joinpath(*pieces)))
-        if path != self.root and self.root not in path.parents:
-            raise TemplateNotFound(f"{name} (resolves outside the template folder)")
-        if not path.is_file():
-            raise TemplateNotFound(name)
-        return path
-
-    def get_source(self, environment: jinja2.Environment, template: str):
-        path = self.resolve(template)
-        try:
-            source = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TemplateNotFound(f"{template} (not UTF-8: {exc.reason})") from exc
-        return source, str(path), lambda: True
-
-
-def make_environment(loader: jinja2.BaseLoader | None = None) -> PromptSandbox:
+def make_environment(
+    loader: jinja2.BaseLoader | None = None, limits: RenderLimits | None = None
+) -> PromptSandbox:
     """The environment every template compiles and renders in."""
-    return PromptSandbox(loader)
+    return PromptSandbox(loader, limits=limits)
 
 
 def bounded_render(
-    template: jinja2.Template, variables: dict[str, Any], max_chars: int = MAX_OUTPUT_CHARS
+    template: jinja2.Template, variables: dict[str, Any], limits: RenderLimits
 ) -> str:
-    """Render `template` streaming, stopping as soon as the output exceeds `max_chars`."""
-    pieces: list[str] = []
-    size = 0
-    for piece in template.generate(variables):
-        size += len(piece)
-        if size > max_chars:
-            raise SecurityError(f"output exceeds {max_chars:,} characters")
-        pieces.append(piece)
-    return "".join(pieces)
+    """Render `template` charged to a fresh budget of `limits` (the environment's joins stop
+    as soon as the output limit is passed)."""
+    token = _active.set(_Budget(limits))
+    try:
+        return template.render(variables)
+    finally:
+        _active.reset(token)
 
 
 def is_volatile_filter(node: nodes.Node) -> bool:

@@ -142,18 +142,52 @@ def parse_template_file(path: Path, rel: str) -> TemplateSource:
     )
 
 
-def discover(src: Path) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+def discover(
+    src: Path, links: dict[str, str] | None = None
+) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
     """(template files, part files) under `src`, as (path, relative path), sorted.
 
-    Templates are `*.j2` files outside `parts/`; parts are `*.j2` files inside it.
+    `links`, when given, receives every followed link as relative path -> resolved relative
+    path (what was read through it).
+
+    Templates are `*.j2` files outside `parts/`; parts are `*.j2` files inside it. Links are
+    followed only while they resolve inside the folder: a file or folder link that leads out
+    of it, or a folder link that loops back, is refused naming the link.
     """
     templates, parts = [], []
-    root = Path(os.path.realpath(src))
-    for path in sorted(src.rglob("*.j2")):
-        if not path.is_file():
-            continue
-        rel = path.relative_to(src).as_posix()
-        if root not in Path(os.path.realpath(path)).parents:
-            raise TemplateError("is a link that resolves outside the template folder", file=rel)
-        (parts if rel.split("/")[0] == PARTS_DIR else templates).append((path, rel))
-    return templates, parts
+    root = os.path.realpath(src)
+    seen = {_identity(root)}
+    stack = [("", root)]
+    while stack:
+        rel_folder, folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise TemplateError(
+                f"cannot read folder ({exc.strerror})", file=rel_folder or "."
+            ) from exc
+        for entry in entries:
+            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+            real = os.path.realpath(entry.path)
+            if entry.is_symlink():
+                if real != root and not real.startswith(root + os.sep):
+                    raise TemplateError(
+                        "is a link that resolves outside the template folder", file=rel
+                    )
+                if links is not None:
+                    links[rel] = os.path.relpath(real, root).replace(os.sep, "/")
+            if entry.is_dir():
+                identity = _identity(real)
+                if identity in seen:
+                    raise TemplateError("is a link that loops back into the folder", file=rel)
+                seen.add(identity)
+                stack.append((rel, real))
+            elif entry.name.endswith(".j2") and entry.is_file():
+                kind = parts if rel.split("/")[0] == PARTS_DIR else templates
+                kind.append((Path(entry.path), rel))
+    return sorted(templates, key=lambda t: t[1]), sorted(parts, key=lambda t: t[1])
+
+
+def _identity(path: str) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino

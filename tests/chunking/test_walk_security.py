@@ -112,15 +112,20 @@ def test_a_tree_deeper_than_the_recursion_limit(tmp_path, runner):
     depth = sys.getrecursionlimit() + 500
     folder = tmp_path / "deep"
     folder.mkdir()
-    path = folder
+    levels = [folder]
     for _ in range(depth):  # os.makedirs recurses: build it one level at a time
-        path = path / "d"
-        path.mkdir()
-    (path / "leaf.py").write_text("leaf = True\n")
-    assert [rel.count("/") for _, rel in walk(folder).files] == [depth]
-    out = tmp_path / "c.jsonl"
-    result = runner.invoke(app, ["chunk", str(folder), "-o", str(out), "--no-cache"])
-    assert result.exit_code == 0, result.output
+        levels.append(levels[-1] / "d")
+        levels[-1].mkdir()
+    (levels[-1] / "leaf.py").write_text("leaf = True\n")
+    try:
+        assert [rel.count("/") for _, rel in walk(folder).files] == [depth]
+        out = tmp_path / "c.jsonl"
+        result = runner.invoke(app, ["chunk", str(folder), "-o", str(out), "--no-cache"])
+        assert result.exit_code == 0, result.output
+    finally:  # pytest's own cleanup (shutil.rmtree) recurses too: remove it bottom-up
+        (levels[-1] / "leaf.py").unlink()
+        for level in reversed(levels):
+            level.rmdir()
 
 
 def test_a_file_name_that_is_not_utf8_is_skipped_with_a_note(tmp_path, runner):

@@ -65,12 +65,12 @@ def test_bundle_caches_compiled_templates(bundle_dir):
     assert runtime.template.cache_info().hits == before + 1
 
 
-def test_corrupt_code_file_is_refused(bundle_dir, tmp_path):
+def test_corrupt_source_file_is_refused(bundle_dir, tmp_path):
     import shutil
 
     copy = shutil.copytree(bundle_dir, tmp_path / "copy")
-    victim = next((copy / "code").glob("*.py"))
-    victim.write_text(victim.read_text() + "\n# tampered\n")
+    victim = next((copy / "sources").glob("*.j2"))
+    victim.write_text(victim.read_text() + "\n{# tampered #}\n")
     with pytest.raises(ArtifactError, match="corrupt"):
         load_bundle(copy)
 

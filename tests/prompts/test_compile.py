@@ -171,7 +171,7 @@ def test_manifest_records_what_the_issue_asks(tmp_path, tokenizer):
 
     compile_templates(CompileOptions(REPO / "templates", tmp_path / "out"), tokenizer)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["format"] == "copilot-opt.prompt-bundle" and manifest["format_version"] == 1
+    assert manifest["format"] == "copilot-opt.prompt-bundle" and manifest["format_version"] == 2
     assert manifest["environment"]["trim_blocks"] is True
     assert len(manifest["templates"]) >= 6
     for entry in manifest["templates"]:

@@ -2,6 +2,7 @@
 
 import os
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,194 @@ def test_missing_folder_and_empty_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no templates"):
         compile_templates(CompileOptions(tmp_path / "empty", tmp_path / "out"))
+
+
+# Work that produces little or no output but would run for hours or fill memory: each class
+# the hostile review found, plus its cousins. Each must stop at a limit, naming file:line.
+WORK_BOMBS = [
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "{% for i in range(100000) %}{% for j in range(100000)|list %}{% endfor %}{% endfor %}",
+    "{% for i in range(100000)|map('string') %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+    "{{ 9**9**9**9**9**9**9**9 }}",  # left-associative: each step multiplies the bits by 9
+    "{{ 9 ** (9 ** 9) }}",
+    "{{ (10**4000) * (10**4000) * (10**4000) * (10**4000) * (10**4000) * (10**4000) }}",
+    "{% set s = 'ab' * 100000 %}{{ s | replace('a', s) | length }}",
+    "{{ 'xxxxxxxxxx' | replace('x', 'xxxxxxxxxx') | replace('x', 'xxxxxxxxxx') "
+    "| replace('x', 'xxxxxxxxxx') | replace('x', 'xxxxxxxxxx') | replace('x', 'xxxxxxxxxx') "
+    "| replace('x', 'xxxxxxxxxx') | length }}",
+    "{{ ('x' * 900000).replace('x', 'yy') | length }}",
+    "{{ range(100000) | join('x' * 999999) | length }}",
+    "{{ range(100000) | map('string') | join('x' * 999999) | length }}",
+    "{{ ('x' * 999999).join(range(100000) | map('string')) | length }}",
+    "{{ ('x\\n' * 400000) | indent(999999) | length }}",
+    "{{ ('x\\n' * 400000) | indent('y' * 999999) | length }}",
+    "{{ ('x' * 999999) | wordwrap(1, wrapstring='y' * 999999) | length }}",
+    "{{ ('%999999s' * 2) % (1, 2) }}",
+    "{{ '%*s%*s' % (999999, 'x', 999999, 'y') }}",
+    "{{ '%s' | format('x' * 999999) | length }}{{ ('%s%s' | format('x' * 999999, 'y' * 999999)) }}",
+    "{% set a = 'x' * 999999 %}{% set b = a ~ a %}{{ b | length }}",
+    "{% set a = 'x' * 999999 %}{% set b = a + a %}{{ b | length }}",
+    "{% set a = ('x' * 999999) | list %}{% set b = a + a %}{{ b | length }}",
+    "{{ [0] | batch(10**9, 0) | list | length }}",
+    "{{ [0] | slice(10**9) | list | length }}",
+    "{{ {'k': range(100000) | list} | tojson(indent=10**6) | length }}",
+    "{% macro f(n) %}{% for i in range(2) %}{{ f(n + 1) }}{% endfor %}{% endmacro %}{{ f(0) }}",
+    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+    "{% for i in [[1, [2, [3]]]] * 100000 recursive %}{{ loop(range(1000)) }}{% endfor %}",
+]
+
+
+@pytest.mark.parametrize("body", WORK_BOMBS)
+def test_work_bombs_stop_at_compile_naming_the_line(template_dir, tmp_path, body):
+    path = write_template(template_dir, "bomb.j2", "intro\n" + body + "{{ x }}")
+    body_line = path.read_text().splitlines().index("intro") + 1
+    tracemalloc.start()
+    try:
+        with pytest.raises(TemplateError) as info:
+            compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"bomb.j2:{body_line + 1}" in str(info.value)
+    assert peak < 256 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_time_budget_stops_slow_work_that_passes_every_other_limit(template_dir, tmp_path):
+    from copilot_cli.prompts import RenderLimits
+
+    body = "{% for i in range(2000) %}{{ range(50000) | list | sort | length }}{% endfor %}"
+    write_template(template_dir, "slow.j2", body + "{{ x }}")
+    limits = RenderLimits(max_seconds=0.2)
+    with pytest.raises(TemplateError, match=r"slow\.j2:\d+.*longer than 0\.2 s"):
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", limits=limits))
+
+
+RENDER_BOMB = (
+    "Header\n"
+    "{% for i in range(n) %}{% for j in range(n) %}{% endfor %}{% endfor %}"
+    "{{ text | indent(width) }}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"n": 100000, "text": "a", "width": 1}, "iterations"),
+        ({"n": 1, "text": "a\n" * 400000, "width": 999999}, "indent"),
+    ],
+)
+def test_bombs_that_only_inputs_trigger_exit_2_at_render(
+    runner, template_dir, tmp_path, inputs, message
+):
+    import json
+
+    from copilot_cli.cli import app
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "text": {"type": "string"},
+            "width": {"type": "integer"},
+        },
+        "required": ["n", "text", "width"],
+    }
+    write_template(
+        template_dir,
+        "hostile.j2",
+        RENDER_BOMB,
+        inputs=schema,
+        samples=[{"n": 2, "text": "ok", "width": 2}],
+    )
+    out = tmp_path / "bundle"
+    assert (
+        runner.invoke(
+            app, ["compile-templates", str(template_dir), "-o", str(out), "--no-tokenizer"]
+        ).exit_code
+        == 0
+    )
+    (tmp_path / "in.json").write_text(json.dumps(inputs))
+    result = runner.invoke(app, ["render", str(out), "hostile", "-i", str(tmp_path / "in.json")])
+    assert result.exit_code == 2, result.output
+    assert "hostile.j2:" in result.stderr and message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_normal_templates_render_unchanged_under_the_limits(tmp_path, tokenizer):
+    from copilot_cli.prompts import load_bundle
+
+    repo = Path(__file__).resolve().parents[2]
+    compile_templates(CompileOptions(repo / "templates", tmp_path / "b"), tokenizer)
+    bundle = load_bundle(tmp_path / "b")
+    text = bundle.render("code-completion", language="python", code_before="def f():\n")
+    assert text.startswith(bundle.static_prefix("code-completion")) and "def f():" in text
+
+
+MACRO_BOMBS = [
+    # text that never reaches the output directly: built inside macros and set blocks
+    "{% macro m() %}{% for i in range(1000) %}{{ 'x' * 999999 }}{% endfor %}{% endmacro %}"
+    "{% set a = m() %}{{ a | length }}",
+    "{% set a %}{% for i in range(1000) %}{{ ('x' * 999999) | list }}{% endfor %}{% endset %}"
+    "{{ a | length }}",
+    "{% macro m() %}{% for i in range(100000) %}{% for j in range(9) %}"
+    "0123456789012345678901234567890123456789{% endfor %}{% endfor %}{% endmacro %}"
+    "{{ m() | length }}",
+]
+
+
+@pytest.mark.parametrize("body", MACRO_BOMBS)
+def test_text_built_inside_macros_and_blocks_is_bounded(template_dir, tmp_path, body):
+    write_template(template_dir, "bomb.j2", body + "{{ x }}")
+    tracemalloc.start()
+    try:
+        with pytest.raises(TemplateError, match=r"bomb\.j2:\d+"):
+            compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_a_linked_subfolder_leading_out_of_the_folder_is_refused(template_dir, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.j2").write_text("SECRET {{ x }}")
+    write_template(template_dir, "t.j2", "{{ x }}")
+    os.symlink(outside, template_dir / "parts")
+    with pytest.raises(TemplateError, match="parts: is a link that resolves outside"):
+        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_link_loop_is_refused_naming_the_link(template_dir, tmp_path):
+    write_template(template_dir, "t.j2", "{{ x }}")
+    (template_dir / "sub").mkdir()
+    os.symlink("..", template_dir / "sub" / "back")
+    with pytest.raises(TemplateError, match="sub/back: is a link that loops"):
+        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+
+
+def test_links_inside_the_folder_are_followed_and_reported(template_dir, tmp_path, runner):
+    from copilot_cli.cli import app
+
+    (template_dir / "shared").mkdir()
+    (template_dir / "shared" / "role.txt").write_text("You are helpful.\n")
+    (template_dir / "parts").mkdir()
+    os.symlink("../shared/role.txt", template_dir / "parts" / "role.j2")
+    write_template(template_dir, "t.j2", '{% include "parts/role.j2" %}{{ x }}')
+    result = runner.invoke(
+        app,
+        [
+            "compile-templates",
+            str(template_dir),
+            "-o",
+            str(tmp_path / "o"),
+            "--no-tokenizer",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    assert json.loads(result.stdout)["links"] == {"parts/role.j2": "shared/role.txt"}
