@@ -1,0 +1,58 @@
+"""Build every deterministic artifact from the shipped inputs and hash each file.
+
+Used by tests/test_artifacts_unchanged.py (and by scripts/record_artifact_hashes.py, which
+writes the recorded set): the same inputs must keep giving byte-identical artifacts across
+refactors. Regress reports and the build manifest hold timings, so they are not in the set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _hashes(root: Path, prefix: str) -> dict[str, str]:
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    out = {}
+    for path in files:
+        if path.name.startswith("."):
+            continue
+        rel = path.name if root.is_file() else path.relative_to(root).as_posix()
+        out[f"{prefix}/{rel}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def build_all(out: Path) -> dict[str, str]:
+    """Artifacts of the shipped templates, model and sample repository, by the library API."""
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+    from copilot_cli.core.models import SHIPPED_MODEL, ModelSpec, load_model
+    from copilot_cli.kv import PrefillOptions, prefill_kv
+    from copilot_cli.kv.builder import prefixes_from_bundle
+    from copilot_cli.prompts import CompileOptions, compile_templates
+    from copilot_cli.quant import QuantizeOptions, quantize_embeddings
+
+    loaded = load_model(ModelSpec(str(SHIPPED_MODEL)))
+    compile_templates(CompileOptions(REPO / "templates", out / "templates"), loaded.tokenizer)
+    sources = prefixes_from_bundle(out / "templates", loaded.tokenizer_fingerprint)
+    prefill_kv(loaded, sources, PrefillOptions(out=out / "kv"))
+    for bits in (8, 4):
+        quantize_embeddings(
+            loaded,
+            QuantizeOptions(out=out / f"quant{bits}", bits=bits, keep_fp16=64, prompts=None),
+        )
+    chunk_repository(
+        ChunkOptions(
+            repo=REPO / "sample_data" / "repo",
+            out=out / "chunks.jsonl",
+            registry=out / "registry.json",
+            use_cache=False,
+            jobs=1,
+        ),
+        loaded.tokenizer,
+    )
+    hashes: dict[str, str] = {}
+    for name in ("templates", "kv", "quant8", "quant4", "chunks.jsonl", "registry.json"):
+        hashes.update(_hashes(out / name, name))
+    return hashes
