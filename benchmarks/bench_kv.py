@@ -21,7 +21,7 @@ from common import emit, median_seconds
 
 from copilot_cli.core.fingerprints import model_fingerprint, tokenizer_fingerprint
 from copilot_cli.core.models import SHIPPED_MODEL, LoadedModel, load_tokenizer
-from copilot_cli.kv import KVCacheDir, PrefillOptions, PrefixSource, load_prefix, prefill_kv
+from copilot_cli.kv import KVCacheDir, PrefillOptions, PrefixSource, load_prefix, prefill_sources
 
 
 def make_model() -> LoadedModel:
@@ -52,7 +52,7 @@ def ttft(loaded: LoadedModel, tmp: Path) -> None:
     prefix = torch.randint(10, 8000, (1024,), generator=generator).tolist()
     dynamic = torch.randint(10, 8000, (32,), generator=generator).tolist()
     kv_dir = tmp / "kv-ttft"
-    prefill_kv(
+    prefill_sources(
         loaded,
         [PrefixSource("p", "", "bench", token_ids=tuple(prefix))],
         PrefillOptions(out=kv_dir),
@@ -129,12 +129,12 @@ def sharing(loaded: LoadedModel, tmp: Path) -> None:
         for i in range(20)
     ]
     started = time.perf_counter()
-    together = prefill_kv(loaded, sources, PrefillOptions(out=tmp / "kv-shared"))
+    together = prefill_sources(loaded, sources, PrefillOptions(out=tmp / "kv-shared"))
     t_shared = time.perf_counter() - started
     started = time.perf_counter()
     separate_bytes = 0
     for source in sources:
-        alone = prefill_kv(loaded, [source], PrefillOptions(out=tmp / f"kv-{source.name}"))
+        alone = prefill_sources(loaded, [source], PrefillOptions(out=tmp / f"kv-{source.name}"))
         separate_bytes += alone.bytes_on_disk
     t_separate = time.perf_counter() - started
     emit(

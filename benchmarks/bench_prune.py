@@ -33,7 +33,7 @@ from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.core.syntax import parser_for
 from copilot_cli.core.tokens import prompt_ids
-from copilot_cli.prune import prune
+from copilot_cli.prune import PruneOptions, prune_text
 from copilot_cli.prune.code import detect, error_nodes
 from copilot_cli.prune.scoring import score_tokens
 
@@ -137,7 +137,7 @@ def long_context_rows(loaded) -> None:
             rates.append(rate)
             outputs = {
                 "LLMLingua 0.2.2": lingua_text,
-                "ours": prune(context, model, tokenizer, rate=rate).text,
+                "ours": prune_text(PruneOptions(text=context, rate=rate), loaded).text,
                 "random": random_drop(context, tokenizer, rate),
             }
             found = detect(context)
@@ -182,8 +182,8 @@ def cut_context_rows(loaded) -> None:
             ids = prompt_ids(tokenizer, path.read_text(encoding="utf-8", errors="replace"))
             cases += [ids[: k + 64] for k in (300, 600, 900) if len(ids) >= k + 64]
     compressors = {
-        "ours": lambda t, r: prune(t, model, tokenizer, rate=r).text,
-        "ewma": lambda t, r: prune(t, model, tokenizer, rate=r, method="ewma").text,
+        "ours": lambda t, r: prune_text(PruneOptions(text=t, rate=r), loaded).text,
+        "ewma": lambda t, r: prune_text(PruneOptions(text=t, rate=r, method="ewma"), loaded).text,
         "random dropping": lambda t, r: random_drop(t, tokenizer, r),
         "Selective-Context self-information": lambda t, r: selective_context(
             t, model, tokenizer, r
@@ -248,7 +248,9 @@ def main() -> None:
     contexts = contexts_of(tokenizer, prompts)
     lingua = llmlingua(contexts, [0.5, 0.33])
     for rate in (0.5, 0.33):
-        ours = quality(loaded, prompts, lambda t, r=rate: prune(t, model, tokenizer, rate=r).text)
+        ours = quality(
+            loaded, prompts, lambda t, r=rate: prune_text(PruneOptions(text=t, rate=r), loaded).text
+        )
         peers = {
             "random dropping": quality(
                 loaded, prompts, lambda t, r=rate: random_drop(t, tokenizer, r)
@@ -302,7 +304,7 @@ def main() -> None:
         peer_run = llmlingua(long_texts, [0.5])["0.5"]
         started = time.perf_counter()
         for text in long_texts:
-            prune(text, model, tokenizer, rate=0.5)
+            prune_text(PruneOptions(text=text, rate=0.5), loaded)
         ours_seconds = time.perf_counter() - started
         achieved = [
             len(tokenizer(t, add_special_tokens=False).input_ids)
@@ -332,7 +334,7 @@ def main() -> None:
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
         for rate in (0.5, 0.33):
-            result = prune(text, model, tokenizer, rate=rate)
+            result = prune_text(PruneOptions(text=text, rate=rate), loaded)
             if result.original_tokens >= 200:
                 worst = max(worst, abs(result.achieved_rate - rate) / rate)
             tokens += result.original_tokens
@@ -355,7 +357,7 @@ def main() -> None:
     for copies in (1, 4):
         text = "\n\n".join(sources * copies)
         started = time.perf_counter()
-        result = prune(text, model, tokenizer, rate=0.5)
+        result = prune_text(PruneOptions(text=text, rate=0.5), loaded)
         speeds[copies] = (result.original_tokens / (time.perf_counter() - started), len(text))
     emit(
         "prune throughput on a 4x longer Python input vs the 1x input (linear cost)",

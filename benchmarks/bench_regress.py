@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit
 
 from copilot_cli.core.models import ModelSpec, load_model
-from copilot_cli.kv import PrefillOptions, prefill_kv
+from copilot_cli.kv import PrefillOptions, prefill_sources
 from copilot_cli.kv.builder import prefixes_from_bundle
 from copilot_cli.prompts import CompileOptions, compile_templates
 from copilot_cli.quant import QuantizeOptions, quantize_embeddings
@@ -29,7 +29,7 @@ def main() -> None:
         root = Path(tmp)
         quantize_embeddings(loaded, QuantizeOptions(out=root / "q8", prompts=None))
         compile_templates(CompileOptions(REPO_ROOT / "templates", root / "b"), loaded.tokenizer)
-        prefill_kv(
+        prefill_sources(
             loaded,
             prefixes_from_bundle(root / "b", loaded.tokenizer_fingerprint),
             PrefillOptions(out=root / "kv"),

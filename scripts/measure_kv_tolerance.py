@@ -14,7 +14,7 @@ from copilot_cli.core.models import (
     load_model,
     load_tokenizer,
 )
-from copilot_cli.kv import PrefillOptions, PrefixSource, prefill_kv, verify_prefixes
+from copilot_cli.kv import PrefillOptions, PrefixSource, prefill_sources, verify_prefixes
 from copilot_cli.kv.builder import prefixes_from_bundle
 from copilot_cli.prompts import CompileOptions, compile_templates
 
@@ -51,12 +51,12 @@ for dtype in ("float16", "bfloat16", "float32"):
     worst = {}
     loaded = load_model(ModelSpec(str(SHIPPED_MODEL), dtype=dtype))
     srcs = prefixes_from_bundle(tmp / "b", loaded.tokenizer_fingerprint)
-    prefill_kv(loaded, srcs, PrefillOptions(out=tmp / f"kv-{dtype}"))
+    prefill_sources(loaded, srcs, PrefillOptions(out=tmp / f"kv-{dtype}"))
     worst["shipped"] = max(r.max_abs_diff for r in verify_prefixes(loaded, tmp / f"kv-{dtype}"))
     for name, cfg in cfgs.items():
         torch.manual_seed(0)
         m = AutoModelForCausalLM.from_config(cfg).to(getattr(torch, dtype)).eval()
         lm = LoadedModel(m, tok, model_fingerprint(m), tokenizer_fingerprint(tok), name)
-        prefill_kv(lm, text, PrefillOptions(out=tmp / f"kv-{name}-{dtype}", chunk_size=64))
+        prefill_sources(lm, text, PrefillOptions(out=tmp / f"kv-{name}-{dtype}", chunk_size=64))
         worst[name] = max(r.max_abs_diff for r in verify_prefixes(lm, tmp / f"kv-{name}-{dtype}"))
     print(dtype, {k: f"{v:.2e}" for k, v in worst.items()})

@@ -8,26 +8,9 @@ from typing import Annotated
 
 import typer
 
-from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, stderr_console
+from copilot_cli.cli.common import JsonOpt, handle_errors, note, option, print_json
 from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
-from copilot_cli.core import progress
-from copilot_cli.core.errors import InputError
-
-
-def _read(source: str) -> str:
-    where = "stdin" if source == "-" else source
-    try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except FileNotFoundError:
-        raise InputError("file does not exist", where=where) from None
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", where=where) from exc
-    if b"\0" in data[:8192]:
-        raise InputError("binary input (NUL bytes); prune takes text", where=where)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", where=where) from exc
+from copilot_cli.cli.outputs import check_output_file
 
 
 @handle_errors
@@ -43,23 +26,16 @@ def prune_command(
         option(
             "--threshold",
             help="Keep tokens scoring at least this: a percentile in [0, 1] (entropy, "
-            "attention, hybrid) or a multiple of the running level (ewma; 1.2 without any "
-            "of --rate/--target-tokens/--threshold).",
+            "attention, hybrid) or a multiple of the running level (ewma; 1.2 by default).",
         ),
     ] = None,
-    method: Annotated[
-        str, option("--method", help="entropy, attention, hybrid or ewma.")
-    ] = "hybrid",
+    method: Annotated[str, option("--method", help="entropy, attention, hybrid, ewma.")] = "hybrid",
     protect: Annotated[
         list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
     ] = None,
     language: Annotated[
         str | None,
-        option(
-            "--language",
-            help="python, go, rust, typescript, tsx, javascript, java, c, cpp, or text "
-            "(default: from the file extension, else detected).",
-        ),
+        option("--language", help="A grammar name or text (default: from the extension)."),
     ] = None,
     out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
     device: DeviceOpt = "cpu",
@@ -68,60 +44,36 @@ def prune_command(
 ) -> None:
     """Compress a prompt or context file, keeping protected spans and code validity."""
     from copilot_cli.core.artifacts import write_bytes
-    from copilot_cli.core.models import load_model
-    from copilot_cli.core.syntax import EXTENSIONS, PROSE
-    from copilot_cli.prune import PruneOptions, prune
+    from copilot_cli.core.inputs import read_text
+    from copilot_cli.prune import PruneOptions, language_for_path, prune_text
 
-    if language is None and input_path != "-":
-        suffix = Path(input_path).suffix.lower()
-        language = EXTENSIONS.get(suffix) or ("text" if suffix in PROSE else None)
+    check_output_file(out, "out")
     options = PruneOptions(
+        text=read_text(input_path, "input"),
         rate=rate,
         target_tokens=target_tokens,
         threshold=threshold,
         method=method,
         protect=tuple(protect or ()),
-        language=language,
+        language=language or (language_for_path(input_path) if input_path != "-" else None),
+        model=model_spec(model, device, "auto", allow_download),
     )
-    text = _read(input_path)
-    if not text.strip():
-        raise InputError("empty input", where=input_path)
-    with progress.progress("loading model"):
-        loaded = load_model(model_spec(model, device, "auto", allow_download))
-    with progress.progress("scoring tokens"):
-        result = prune(
-            text,
-            loaded.model,
-            loaded.tokenizer,
-            rate=options.rate,
-            target_tokens=options.target_tokens,
-            threshold=options.threshold,
-            method=options.method,
-            protect=options.protect,
-            language=options.language,
-        )
+    result = prune_text(options)
     if out is not None:
         write_bytes(out, result.text.encode("utf-8"))
-    requested = result.requested_rate
-    if requested and result.achieved_rate > requested * 1.05:
-        stderr_console.print(
-            f"note: kept {result.achieved_rate:.1%} of the tokens, not {requested:.1%}: the "
-            "protected spans (names, numbers, negations, line breaks, --protect) are all kept",
-            highlight=False,
+    if result.requested_rate and result.achieved_rate > result.requested_rate * 1.05:
+        note(
+            f"note: kept {result.achieved_rate:.1%} of the tokens, not {result.requested_rate:.1%}:"
+            " the protected spans (names, numbers, negations, line breaks, --protect) are kept"
         )
     if json_output:
         print_json(result.to_dict())
         return
     if out is None:
         sys.stdout.write(result.text)
-    stderr_console.print(
+    parses = "" if result.parses is None else f", parses: {'yes' if result.parses else 'NO'}"
+    tail = f", last {result.verbatim_tail} characters kept as is" if result.verbatim_tail else ""
+    note(
         f"{result.original_tokens} -> {result.kept_tokens} tokens "
-        f"({result.achieved_rate:.1%}, {result.mode})"
-        + ("" if result.parses is None else f", parses: {'yes' if result.parses else 'NO'}")
-        + (
-            f", last {result.verbatim_tail} characters kept as they are"
-            if result.verbatim_tail
-            else ""
-        ),
-        highlight=False,
+        f"({result.achieved_rate:.1%}, {result.mode}){parses}{tail}"
     )

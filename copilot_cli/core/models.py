@@ -3,73 +3,34 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from copilot_cli.core.errors import ArtifactError, InputError, ModelLoadError
+from copilot_cli.core.errors import ArtifactError, ModelLoadError
 from copilot_cli.core.fingerprints import (
     model_fingerprint_from_folder,
     tokenizer_fingerprint,
     weight_files,
 )
+from copilot_cli.core.modelspec import ModelSpec, check_device, default_model
 from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.paths import SHIPPED_MODEL
 
+__all__ = [
+    "SHIPPED_MODEL",
+    "LoadedModel",
+    "ModelSpec",
+    "check_device",
+    "context_length",
+    "default_model",
+    "load_model",
+    "load_tokenizer",
+]
+
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def default_model() -> str:
-    """The model used when none is given: $COPILOT_OPT_MODEL, else the shipped tiny code model."""
-    return os.environ.get("COPILOT_OPT_MODEL") or str(SHIPPED_MODEL)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Where a model comes from and how to place it.
-
-    Attributes:
-        name_or_path: a local folder or a Hugging Face hub id.
-        device: "cpu" (default), "cuda", "cuda:N" or "mps".
-        dtype: "auto" (as saved), "float32", "float16" or "bfloat16".
-        allow_download: fetch from the hub when not cached locally (off by default).
-        tokenizer: tokenizer folder or hub id when it differs from the model's.
-    """
-
-    name_or_path: str = ""
-    device: str = "cpu"
-    dtype: str = "auto"
-    allow_download: bool = False
-    tokenizer: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.name_or_path:
-            object.__setattr__(self, "name_or_path", default_model())
-        if self.dtype != "auto" and self.dtype not in DTYPES:
-            raise InputError(
-                f"unknown dtype {self.dtype!r}; choose auto, {', '.join(DTYPES)}", where="--dtype"
-            )
-        check_device(self.device)
-
-
-def check_device(device: str) -> torch.device:
-    """Parse a device string, refusing one this machine does not have."""
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise InputError(f"unknown device {device!r}", where="--device") from exc
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(
-            f"CUDA is not available here (torch {torch.__version__}); use --device cpu or "
-            "install a CUDA build of torch (see README)",
-            where="--device",
-        )
-    if parsed.type == "mps" and not torch.backends.mps.is_available():
-        raise InputError("MPS is not available here", where="--device")
-    return parsed
 
 
 @dataclass

@@ -10,9 +10,11 @@ from typing import Any
 import torch
 
 from copilot_cli import __version__
+from copilot_cli.core import progress
 from copilot_cli.core.artifacts import canonical_json, sha256_text, write_if_changed
-from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
-from copilot_cli.core.models import LoadedModel
+from copilot_cli.core.errors import ArtifactError, CheckFailed, FingerprintMismatch, InputError
+from copilot_cli.core.models import LoadedModel, load_model
+from copilot_cli.core.options import OptionError
 from copilot_cli.core.tokens import prompt_ids
 from copilot_cli.kv.format import (
     FORMAT_VERSION,
@@ -25,8 +27,10 @@ from copilot_cli.kv.format import (
     write_segment,
 )
 from copilot_cli.kv.geometry import model_geometry
+from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.kv.prefill import cache_length, extend, truncate
 from copilot_cli.kv.radix import RadixTree, Segment
+from copilot_cli.kv.verify import VerifyReport, verify_prefixes
 
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -40,29 +44,6 @@ class PrefixSource:
     origin: str
     add_special: bool = True
     token_ids: tuple[int, ...] | None = None  # given ids win over tokenizing `text`
-
-
-@dataclass(frozen=True)
-class PrefillOptions:
-    """Settings of prefill-kv.
-
-    Attributes:
-        out: the KV folder to write.
-        block_size: tokens per hashed block (16, as vLLM).
-        chunk_size: tokens fed per forward pass (bounds activation memory).
-    """
-
-    out: Path
-    block_size: int = 16
-    chunk_size: int = 256
-
-    def __post_init__(self) -> None:
-        if self.block_size < 1:
-            raise InputError("must be at least 1", where="--block-size")
-        if self.chunk_size < 1:
-            raise InputError("must be at least 1", where="--chunk-size")
-        if self.out.exists() and not self.out.is_dir():
-            raise InputError("output must be a folder", where=str(self.out))
 
 
 @dataclass
@@ -86,12 +67,26 @@ class PrefillResult:
     bytes_on_disk: int
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    verify: list[VerifyReport] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[str]:
+        """Prefixes whose cached logits differ from recomputed ones beyond the tolerance."""
+        return [r.name for r in self.verify if not r.passed]
+
+    def raise_for_failures(self) -> None:
+        """Raise CheckFailed (exit 1) when --verify found a prefix off."""
+        if self.failures:
+            raise CheckFailed(
+                "verify: cached logits differ beyond tolerance for " + ", ".join(self.failures)
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            **{k: v for k, v in self.__dict__.items() if k != "prefixes"},
+            **{k: v for k, v in self.__dict__.items() if k not in ("prefixes", "verify")},
             "out": str(self.out),
             "prefixes": [p.__dict__ for p in self.prefixes],
+            "verify": [r.to_dict() for r in self.verify],
         }
 
 
@@ -224,7 +219,33 @@ def _append(cache: Any, keys: list[torch.Tensor], values: list[torch.Tensor]) ->
         cache.update(k.unsqueeze(0).to(device or "cpu"), v.unsqueeze(0).to(device or "cpu"), index)
 
 
-def prefill_kv(
+def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> PrefillResult:
+    """Prefill the static prefixes of `options.bundle` and the `options.texts` files, write them
+    as verified segments, and (with `options.verify`) compare cached vs recomputed logits.
+    Loads `options.model` in `options.dtype` when no model is handed in.
+
+    Raises:
+        InputError / OptionError: no prefix, a prefix longer than the context or window.
+        FingerprintMismatch: the bundle was made for another tokenizer.
+    """
+    if options.bundle is None and not options.texts:
+        raise OptionError("bundle", "give a prompt bundle or at least one text file")
+    if loaded is None:
+        with progress.progress("loading model"):
+            loaded = load_model(options.model_spec())
+    sources = []
+    if options.bundle is not None:
+        sources += prefixes_from_bundle(options.bundle, loaded.tokenizer_fingerprint)
+    sources += prefixes_from_files(list(options.texts))
+    with progress.progress("prefilling"):
+        result = prefill_sources(loaded, sources, options)
+    if options.verify:
+        with progress.progress("verifying"):
+            result.verify = verify_prefixes(loaded, options.out)
+    return result
+
+
+def prefill_sources(
     loaded: LoadedModel, sources: list[PrefixSource], options: PrefillOptions
 ) -> PrefillResult:
     """Tokenize, share, prefill and write every prefix; the index is written last.
@@ -236,10 +257,49 @@ def prefill_kv(
     model = loaded.model
     dtype = DTYPE_NAMES.get(next(model.parameters()).dtype)
     if dtype is None:
-        raise InputError(
-            f"unsupported model dtype {next(model.parameters()).dtype}", where="--dtype"
-        )
+        raise OptionError("dtype", f"unsupported model dtype {next(model.parameters()).dtype}")
     geometry = model_geometry(model)
+    for name, value in (("block_size", options.block_size), ("chunk_size", options.chunk_size)):
+        if value > geometry.context_length:
+            raise OptionError(
+                name, f"{value} is more than the model's context ({geometry.context_length})"
+            )
+    tree, token_ids, skipped, warnings = _tree(loaded, sources, geometry)
+    writer = _SegmentWriter(loaded, options, dtype)
+    full_ids = {id(s): [t for c in s.chain() for t in c.token_ids] for s in tree.segments()}
+    with torch.no_grad():
+        writer.run(tree, full_ids)
+    by_name = {s.name: s for s in sources}
+    prefixes = _index_entries(tree, token_ids, by_name, writer, options, loaded)
+    _write_index(options, loaded, dtype, geometry, prefixes, writer.files)
+    reports = [
+        PrefixReport(
+            name=name,
+            origin=entry["origin"],
+            tokens=entry["tokens"],
+            segments=len(entry["segments"]),
+            block_hashes=len(entry["block_hashes"]),
+        )
+        for name, entry in prefixes.items()
+    ]
+    return PrefillResult(
+        out=options.out,
+        prefixes=sorted(reports, key=lambda r: r.name),
+        skipped=skipped,
+        sum_prefix_tokens=sum(len(ids) for ids in token_ids.values()),
+        distinct_tokens=tree.total_tokens(),
+        computed_tokens=writer.computed,
+        reused_tokens=writer.reused,
+        bytes_on_disk=sum(f["bytes"] for f in writer.files.values()),
+        seconds=time.perf_counter() - started,
+        warnings=warnings,
+    )
+
+
+def _tree(
+    loaded: LoadedModel, sources: list[PrefixSource], geometry: Any
+) -> tuple[RadixTree, dict[str, list[int]], list[str], list[str]]:
+    """Every non-empty prefix tokenized into one radix tree (each checked against the model)."""
     tree, token_ids, skipped, warnings = RadixTree(), {}, [], []
     for source in sources:
         if source.token_ids is not None:
@@ -253,34 +313,33 @@ def prefill_kv(
         if len(ids) >= geometry.context_length:
             raise InputError(
                 f"prefix of {len(ids)} tokens does not fit the model's context of "
-                f"{geometry.context_length} (one position must stay for the "
-                "request)",
+                f"{geometry.context_length} (one position must stay for the request)",
                 where=source.origin,
             )
         if geometry.sliding_window and len(ids) > geometry.sliding_window:
             raise InputError(
-                f"prefix of {len(ids)} tokens is longer than the model's sliding "
-                f"window ({geometry.sliding_window}); caches beyond the window are "
-                "refused",
+                f"prefix of {len(ids)} tokens is longer than the model's sliding window "
+                f"({geometry.sliding_window}); caches beyond the window are refused",
                 where=source.origin,
             )
         tree.insert(source.name, ids)
         token_ids[source.name] = ids
     if not token_ids:
         raise InputError("no non-empty prefix to prefill")
+    return tree, token_ids, skipped, warnings
 
-    full_ids: dict[int, list[int]] = {}
-    for segment in tree.segments():
-        full_ids[id(segment)] = [t for s in segment.chain() for t in s.token_ids]
-    writer = _SegmentWriter(loaded, options, dtype)
-    with torch.no_grad():
-        writer.run(tree, full_ids)
 
-    prefixes, reports = {}, []
-    by_name = {s.name: s for s in sources}
+def _index_entries(
+    tree: RadixTree,
+    token_ids: dict[str, list[int]],
+    by_name: dict[str, PrefixSource],
+    writer: _SegmentWriter,
+    options: PrefillOptions,
+    loaded: LoadedModel,
+) -> dict[str, dict[str, Any]]:
+    prefixes = {}
     for name, ids in token_ids.items():
         chain = tree.end_of(name).chain()
-        hashes = block_hashes(ids, options.block_size, loaded.model_fingerprint)
         prefixes[name] = {
             "origin": by_name[name].origin,
             "text_sha256": sha256_text(by_name[name].text),
@@ -288,17 +347,21 @@ def prefill_kv(
             "tokens": len(ids),
             "token_ids": ids,
             "segments": [writer.hash_of[id(s)] for s in chain],
-            "block_hashes": hashes,
+            "block_hashes": block_hashes(ids, options.block_size, loaded.model_fingerprint),
         }
-        reports.append(
-            PrefixReport(
-                name=name,
-                origin=by_name[name].origin,
-                tokens=len(ids),
-                segments=len(chain),
-                block_hashes=len(hashes),
-            )
-        )
+    return dict(sorted(prefixes.items()))
+
+
+def _write_index(
+    options: PrefillOptions,
+    loaded: LoadedModel,
+    dtype: str,
+    geometry: Any,
+    prefixes: dict[str, dict[str, Any]],
+    files: dict[str, dict[str, Any]],
+) -> None:
+    """index.json last (readers see the new segments only once it names them), then the
+    segments no prefix uses any more are removed."""
     import transformers
 
     index = {
@@ -316,22 +379,10 @@ def prefill_kv(
             "context_length": geometry.context_length,
             "sliding_window": geometry.sliding_window,
         },
-        "prefixes": dict(sorted(prefixes.items())),
-        "segments": dict(sorted(writer.files.items())),
+        "prefixes": prefixes,
+        "segments": dict(sorted(files.items())),
     }
     write_if_changed(options.out / INDEX, canonical_json(index).encode("utf-8"))
     for stale in (options.out / SEGMENTS_DIR).glob("*.safetensors"):
-        if stale.stem not in writer.files:
+        if stale.stem not in files:
             stale.unlink()
-    return PrefillResult(
-        out=options.out,
-        prefixes=sorted(reports, key=lambda r: r.name),
-        skipped=skipped,
-        sum_prefix_tokens=sum(len(ids) for ids in token_ids.values()),
-        distinct_tokens=tree.total_tokens(),
-        computed_tokens=writer.computed,
-        reused_tokens=writer.reused,
-        bytes_on_disk=sum(f["bytes"] for f in writer.files.values()),
-        seconds=time.perf_counter() - started,
-        warnings=warnings,
-    )

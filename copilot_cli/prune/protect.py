@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from copilot_cli.core.errors import InputError
+from copilot_cli.core.options import OptionError
 
 NUMBERS = re.compile(r"(?<![\w.])[-+]?(?:0[xob][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:e[-+]?\d+)?)")
 NEGATIONS = re.compile(
@@ -28,9 +28,7 @@ def compile_patterns(patterns: tuple[str, ...]) -> list[re.Pattern]:
         try:
             compiled.append(re.compile(pattern))
         except re.error as exc:
-            raise InputError(
-                f"regex {pattern!r} does not compile ({exc})", where="--protect"
-            ) from exc
+            raise OptionError("protect", f"regex {pattern!r} does not compile ({exc})") from exc
     return compiled
 
 

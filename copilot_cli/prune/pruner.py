@@ -25,10 +25,13 @@ from typing import Any, NamedTuple
 
 import torch
 
-from copilot_cli.core.errors import InputError
-from copilot_cli.core.syntax import GRAMMARS, parses
+from copilot_cli.core import progress
+from copilot_cli.core.models import LoadedModel, load_model
+from copilot_cli.core.options import OptionError
+from copilot_cli.core.syntax import parses
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets, leading_special_ids
 from copilot_cli.prune.code import Frame, code_units, detect, frame
+from copilot_cli.prune.options import PruneOptions
 from copilot_cli.prune.protect import (
     NEGATIONS,
     NEWLINES,
@@ -40,51 +43,6 @@ from copilot_cli.prune.protect import (
     spans_of,
 )
 from copilot_cli.prune.scoring import TokenScores, score_tokens
-
-METHODS = ("entropy", "attention", "hybrid", "ewma")
-
-
-@dataclass(frozen=True)
-class PruneOptions:
-    """Settings of prune: at most one of `rate` (share of tokens kept), `target_tokens` and
-    `threshold` (keep the tokens whose method score reaches it: a percentile in [0, 1] for
-    entropy/attention/hybrid, a multiple of the running level for ewma). With none, ewma keeps
-    what stands 1.2× above its level (the seed's margin); the other methods need one."""
-
-    rate: float | None = None
-    target_tokens: int | None = None
-    threshold: float | None = None
-    method: str = "hybrid"
-    protect: tuple[str, ...] = ()
-    language: str | None = None  # a grammar name (see core.syntax), "text", or None to detect
-    window: int = 512
-    overlap: int = 128
-
-    def __post_init__(self) -> None:
-        given = [x is not None for x in (self.rate, self.target_tokens, self.threshold)]
-        if sum(given) > 1:
-            raise InputError("give one of --rate, --target-tokens, --threshold", where="--rate")
-        if not any(given) and self.method != "ewma":
-            raise InputError(
-                f"--method {self.method} needs --rate, --target-tokens or --threshold",
-                where="--rate",
-            )
-        if self.threshold is not None and not 0 <= self.threshold < 100:
-            raise InputError(f"{self.threshold} is outside [0, 100)", where="--threshold")
-        if self.rate is not None and not 0 < self.rate <= 1:
-            raise InputError(f"{self.rate} is outside (0, 1]", where="--rate")
-        if self.target_tokens is not None and self.target_tokens < 1:
-            raise InputError("must be at least 1", where="--target-tokens")
-        if self.language not in (None, "text", *GRAMMARS):
-            raise InputError(
-                f"unknown language {self.language!r}; choose text or {', '.join(GRAMMARS)}",
-                where="--language",
-            )
-        if self.method not in METHODS:
-            raise InputError(
-                f"unknown method {self.method!r}; choose {', '.join(METHODS)}", where="--method"
-            )
-        compile_patterns(self.protect)
 
 
 @dataclass
@@ -206,58 +164,30 @@ def _select(
     return keep
 
 
-def prune(
-    text: str,
-    model: Any,
-    tokenizer: Any,
-    *,
-    rate: float | None = None,
-    target_tokens: int | None = None,
-    threshold: float | None = None,
-    method: str = "hybrid",
-    protect: tuple[str, ...] = (),
-    language: str | None = None,
-    window: int = 512,
-    overlap: int = 128,
-) -> PruneResult:
-    """Compress `text` to about `rate` of its tokens (or `target_tokens`) with the given method.
+def prune_text(options: PruneOptions, loaded: LoadedModel | None = None) -> PruneResult:
+    """Compress `options.text` to about `rate` of its tokens (or `target_tokens`, or what
+    reaches `threshold`) with the given method. Loads `options.model` when no model is given.
 
     Deterministic; memory is bounded by the scoring window. For code (`language`, or detected
     when None), the part of the input that parses still parses.
+
+    Raises:
+        OptionError: empty text, or a setting out of range.
     """
-    options = PruneOptions(
-        rate=rate,
-        target_tokens=target_tokens,
-        threshold=threshold,
-        method=method,
-        protect=protect,
-        language=language,
-        window=window,
-        overlap=overlap,
-    )
+    text = options.text
     if not text.strip():
-        raise InputError("nothing to prune (empty input)", where="INPUT")
+        raise OptionError("text", "nothing to prune (empty input)")
+    if loaded is None:
+        with progress.progress("loading model"):
+            loaded = load_model(options.model)
+    tokenizer = loaded.tokenizer
     ids, offsets = encode_with_offsets(tokenizer, text)
     n = len(ids)
-    lead = leading_special_ids(tokenizer)
-    scores = score_tokens(model, lead + ids, window=window, overlap=overlap)
-    scores = TokenScores(
-        scores.surprisal[len(lead) :], scores.entropy[len(lead) :], scores.attention[len(lead) :]
-    )
-    score = importance(scores, method)
-    if target_tokens is not None:
-        goal = min(target_tokens, n)
-    elif rate is not None:
-        goal = max(1, round(rate * n))
-    else:  # a fixed threshold, or ewma's dynamic one: 1.2x its running level (the seed)
-        goal = max(1, int((score >= (1.2 if threshold is None else threshold)).sum()))
+    score = _importance(loaded.model, tokenizer, ids, options)
+    goal = _goal(score, n, options)
     user_spans = spans_of(text, compile_patterns(options.protect))
     protected_spans = spans_of(text, [NUMBERS, NEGATIONS]) + user_spans
-    fr = None
-    if language is None:
-        fr = detect(text)
-    elif language != "text":
-        fr = frame(text, language)
+    fr = _code_frame(text, options.language)
     if fr is not None:
         output, kept, removed, achieved, lines, valid = _prune_code(
             text, offsets, score, fr, goal, tokenizer, protected_spans, user_spans
@@ -274,9 +204,9 @@ def prune(
         text=output,
         original_tokens=n,
         kept_tokens=achieved,
-        requested_rate=rate if rate is not None else (goal / n if n else None),
+        requested_rate=options.rate if options.rate is not None else (goal / n if n else None),
         achieved_rate=achieved / n if n else 1.0,
-        method=method,
+        method=options.method,
         mode=mode,
         kept_spans=kept,
         removed_spans=removed,
@@ -284,6 +214,32 @@ def prune(
         language=fr.language if fr is not None else None,
         verbatim_tail=len(text) - fr.cut if fr is not None else 0,
     )
+
+
+def _importance(model: Any, tokenizer: Any, ids: list[int], options: PruneOptions) -> Any:
+    """The method's importance of each token of `ids` (scored after the leading specials)."""
+    lead = leading_special_ids(tokenizer)
+    scores = score_tokens(model, lead + ids, window=options.window, overlap=options.overlap)
+    scores = TokenScores(
+        scores.surprisal[len(lead) :], scores.entropy[len(lead) :], scores.attention[len(lead) :]
+    )
+    return importance(scores, options.method)
+
+
+def _goal(score: torch.Tensor, n: int, options: PruneOptions) -> int:
+    """Tokens to keep: from the target, the rate, or the threshold (ewma: 1.2x its level)."""
+    if options.target_tokens is not None:
+        return min(options.target_tokens, n)
+    if options.rate is not None:
+        return max(1, round(options.rate * n))
+    threshold = 1.2 if options.threshold is None else options.threshold
+    return max(1, int((score >= threshold).sum()))
+
+
+def _code_frame(text: str, language: str | None) -> Frame | None:
+    if language is None:
+        return detect(text)
+    return None if language == "text" else frame(text, language)
 
 
 def _prune_prose(
@@ -369,50 +325,109 @@ def _prune_code(
     """Remove the least important removable words (comments, string contents, indentation)
     and whole-line statements from the frame's head, each statement removal checked by
     parsing; the unfinished tail stays as it is."""
-    units = code_units(text, fr)
-    n = len(offsets)
-    inside = contained(offsets, units.removable)
-    hard = mark(offsets, protected_spans)
-    values = score.tolist()
-    token_starts = [start for start, _ in offsets]
-    token_ends = [end for _, end in offsets]
-    # (mean importance, start token, end token, start char, end char, kind)
-    candidates: list[tuple[float, int, int, int, int, int]] = []
-    for first, last in word_units(text, offsets):
-        if token_ends[last - 1] <= fr.cut and all(
-            inside[i] and not hard[i] for i in range(first, last)
-        ):
-            span = (offsets[first][0], offsets[last - 1][1])
-            candidates.append((_mean(values, first, last), first, last, *span, WORD))
-    user = sorted(user_spans)
-    for start, end in units.statements:
-        first = bisect.bisect_left(token_starts, start)
-        last = bisect.bisect_right(token_ends, end)
-        if last <= first:
-            continue
-        k = bisect.bisect_left(user, (end,))
-        if any(s < end and e > start for s, e in user[:k]):
-            continue  # --protect text never goes, not even with its line
-        candidates.append((_mean(values, first, last), first, last, start, end, STATEMENT))
-    for start, end in units.blank_runs:
-        first = bisect.bisect_right(token_ends, start)
-        last = bisect.bisect_left(token_starts, end)
-        if last > first and end > start:
-            candidates.append((_mean(values, first, last), first, last, start, end, BLANK))
-    candidates.sort()
-    by_size = sorted(candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
-    tail = text[fr.cut :]
-    checked: dict[str, bool] = {}
+    pruner = _CodePruner(text, offsets, score, fr, goal, protected_spans, user_spans)
+    need = len(offsets) - goal
+    best = None
+    local = True
+    for _ in range(4):  # re-tokenised output length drifts from the estimate: correct it
+        removed, lines = pruner.run(max(0, need), local)
+        head = removed.apply(text, 0, fr.cut)
+        valid = fr.valid(head)
+        if local and not valid:
+            local = False  # a local check let through what the whole does not take: recheck all
+            removed, lines = pruner.run(max(0, need), local)
+            head = removed.apply(text, 0, fr.cut)
+            valid = fr.valid(head)
+        output = head + text[fr.cut :]
+        achieved = count_tokens(tokenizer, output)
+        if best is None or abs(achieved - goal) < abs(best[0] - goal):
+            best = (achieved, removed, output, lines, valid)
+        if abs(achieved - goal) <= max(1, 0.02 * goal):
+            break
+        need += achieved - goal
+    achieved, removed, output, lines, valid = best
+    kept_spans, removed_spans = _spans(removed, len(text))
+    return CodeResult(output, kept_spans, removed_spans, achieved, lines, valid)
 
-    def parses_memo(candidate: str) -> bool:
-        if candidate not in checked:  # the runs for successive budgets share their first steps
-            checked[candidate] = parses(candidate, fr.language)
-        return checked[candidate]
 
-    def allowed(removed: _Removed, span: tuple[int, int], local: bool) -> bool:
+def _spans(removed: _Removed, length: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    kept_spans, removed_spans, previous = [], [], 0
+    for start, end in zip(removed.starts, removed.ends, strict=True):
+        if start > previous:
+            kept_spans.append((previous, start))
+        removed_spans.append((start, end))
+        previous = end
+    if previous < length:
+        kept_spans.append((previous, length))
+    return kept_spans, removed_spans
+
+
+class _CodePruner:
+    """The removal candidates of one code frame and the parse-checked greedy removal."""
+
+    def __init__(
+        self,
+        text: str,
+        offsets: list[tuple[int, int]],
+        score: torch.Tensor,
+        fr: Frame,
+        goal: int,
+        protected_spans: list[tuple[int, int]],
+        user_spans: list[tuple[int, int]],
+    ) -> None:
+        self.text, self.fr, self.goal, self.n = text, fr, goal, len(offsets)
+        self.units = code_units(text, fr)
+        self.checked: dict[str, bool] = {}
+        # (mean importance, start token, end token, start char, end char, kind)
+        self.candidates = self._candidates(offsets, score.tolist(), protected_spans, user_spans)
+        self.candidates.sort()
+        self.by_size = sorted(self.candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
+
+    def _candidates(
+        self,
+        offsets: list[tuple[int, int]],
+        values: list[float],
+        protected_spans: list[tuple[int, int]],
+        user_spans: list[tuple[int, int]],
+    ) -> list[tuple[float, int, int, int, int, int]]:
+        inside = contained(offsets, self.units.removable)
+        hard = mark(offsets, protected_spans)
+        token_starts = [start for start, _ in offsets]
+        token_ends = [end for _, end in offsets]
+        candidates = []
+        for first, last in word_units(self.text, offsets):
+            if token_ends[last - 1] <= self.fr.cut and all(
+                inside[i] and not hard[i] for i in range(first, last)
+            ):
+                span = (offsets[first][0], offsets[last - 1][1])
+                candidates.append((_mean(values, first, last), first, last, *span, WORD))
+        user = sorted(user_spans)
+        for start, end in self.units.statements:
+            first = bisect.bisect_left(token_starts, start)
+            last = bisect.bisect_right(token_ends, end)
+            if last <= first:
+                continue
+            k = bisect.bisect_left(user, (end,))
+            if any(s < end and e > start for s, e in user[:k]):
+                continue  # --protect text never goes, not even with its line
+            candidates.append((_mean(values, first, last), first, last, start, end, STATEMENT))
+        for start, end in self.units.blank_runs:
+            first = bisect.bisect_right(token_ends, start)
+            last = bisect.bisect_left(token_starts, end)
+            if last > first and end > start:
+                candidates.append((_mean(values, first, last), first, last, start, end, BLANK))
+        return candidates
+
+    def parses(self, candidate: str) -> bool:
+        if candidate not in self.checked:  # the runs for successive budgets share first steps
+            self.checked[candidate] = parses(candidate, self.fr.language)
+        return self.checked[candidate]
+
+    def allowed(self, removed: _Removed, span: tuple[int, int], local: bool) -> bool:
         """Whether the head still parses without `span`: checked on the smallest segment
         holding it (or the one around, when the segment would be left empty)."""
-        chain = units.segments.innermost(*span) if local else [units.segments]
+        text = self.text
+        chain = self.units.segments.innermost(*span) if local else [self.units.segments]
         for depth in range(len(chain) - 1, -1, -1):
             segment = chain[depth]
             body = removed.apply(text, segment.start, segment.end, span)
@@ -422,18 +437,18 @@ def _prune_code(
                 continue  # an emptied member: its body must still parse (Python: not empty)
             around = [removed.apply(text, a, b, span) for a, b in segment.before]
             after = [removed.apply(text, a, b, span) for a, b in segment.after]
-            return parses_memo("".join(around) + body + segment.extra + "".join(after))
+            return self.parses("".join(around) + body + segment.extra + "".join(after))
         return False
 
-    def run(need: int, local: bool) -> tuple[_Removed, bool]:
+    def run(self, need: int, local: bool) -> tuple[_Removed, bool]:
         removed = _Removed()
-        gone = [False] * n
+        gone = [False] * self.n
         count = 0
         lines = False
-        slack = max(2, round(0.02 * goal))
+        slack = max(2, round(0.02 * self.goal))
         # the second pass takes what the first left as too big, smallest first: it must
         # overshoot the budget, by as little as it can
-        for final, order in ((False, candidates), (True, by_size)):
+        for final, order in ((False, self.candidates), (True, self.by_size)):
             for _, first, last, start, end, kind in order:
                 if count >= need:
                     break
@@ -442,7 +457,7 @@ def _prune_code(
                     continue
                 if kind == STATEMENT and not final and count + fresh > need + slack:
                     continue  # too big for what is left to remove: try smaller ones first
-                if kind == STATEMENT and not allowed(removed, (start, end), local):
+                if kind == STATEMENT and not self.allowed(removed, (start, end), local):
                     continue
                 removed.add(start, end)
                 for i in range(first, last):
@@ -452,33 +467,3 @@ def _prune_code(
             if count >= need:
                 break
         return removed, lines
-
-    need = n - goal
-    best = None
-    local = True
-    for _ in range(4):  # re-tokenised output length drifts from the estimate: correct it
-        removed, lines = run(max(0, need), local)
-        head = removed.apply(text, 0, fr.cut)
-        valid = fr.valid(head)
-        if local and not valid:
-            local = False  # a local check let through what the whole does not take: recheck all
-            removed, lines = run(max(0, need), local)
-            head = removed.apply(text, 0, fr.cut)
-            valid = fr.valid(head)
-        output = head + tail
-        achieved = count_tokens(tokenizer, output)
-        if best is None or abs(achieved - goal) < abs(best[0] - goal):
-            best = (achieved, removed, output, lines, valid)
-        if abs(achieved - goal) <= max(1, 0.02 * goal):
-            break
-        need += achieved - goal
-    achieved, removed, output, lines, valid = best
-    kept_spans, removed_spans, previous = [], [], 0
-    for start, end in zip(removed.starts, removed.ends, strict=True):
-        if start > previous:
-            kept_spans.append((previous, start))
-        removed_spans.append((start, end))
-        previous = end
-    if previous < len(text):
-        kept_spans.append((previous, len(text)))
-    return CodeResult(output, kept_spans, removed_spans, achieved, lines, valid)

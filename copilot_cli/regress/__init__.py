@@ -1,15 +1,19 @@
 """regress: logit-level comparison of optimized variants with the original model, the CI gate."""
 
-from copilot_cli.regress.gate import Thresholds
-from copilot_cli.regress.runner import RegressOptions, RegressResult, run_regress
+from copilot_cli.regress.options import RegressOptions, ReportPaths, Thresholds, regress_options
+from copilot_cli.regress.results import RegressResult, VariantResult
+from copilot_cli.regress.runner import run_regress
 from copilot_cli.regress.variants import KINDS, VariantSpec, parse_variant
 
 __all__ = [
     "KINDS",
     "RegressOptions",
     "RegressResult",
+    "ReportPaths",
     "Thresholds",
+    "VariantResult",
     "VariantSpec",
     "parse_variant",
+    "regress_options",
     "run_regress",
 ]

@@ -6,16 +6,32 @@ import html
 import math
 from xml.etree import ElementTree as ET
 
-from copilot_cli.core.artifacts import canonical_json
+from copilot_cli.core.artifacts import canonical_json, write_bytes
 from copilot_cli.core.metrics import Summary
 from copilot_cli.regress.gate import verdict
-from copilot_cli.regress.runner import RegressResult, VariantResult
+from copilot_cli.regress.options import ReportPaths
+from copilot_cli.regress.results import RegressResult, VariantResult
 
 MARKDOWN_LIMIT = 1 << 20
 
 
 def to_json(result: RegressResult) -> str:
     return canonical_json(result.to_dict())
+
+
+def write_reports(result: RegressResult, paths: ReportPaths) -> list[str]:
+    """Write each report `paths` names (atomically); returns the paths written."""
+    written = []
+    for path, render in (
+        (paths.json, to_json),
+        (paths.junit, junit_xml),
+        (paths.markdown, markdown),
+        (paths.html, html_report),
+    ):
+        if path is not None:
+            write_bytes(path, render(result).encode("utf-8"))
+            written.append(str(path))
+    return written
 
 
 def _fmt(value: float | None, spec: str = ".3g") -> str:
@@ -89,8 +105,8 @@ def markdown(result: RegressResult) -> str:
         "",
         f"Thresholds: mean KL ≤ {t.max_mean_kl:g} (95% upper bound), same top-1 ≥ "
         f"{t.min_same_top1:.0%} (95% lower bound), per-prompt mean KL ≤ {t.max_prompt_kl:g}. "
-        f"Model `{result.provenance['model_fingerprint'][:16]}`, "
-        f"{result.provenance['prompt_count']} prompts.",
+        f"Model `{result.provenance.model_fingerprint[:16]}`, "
+        f"{result.provenance.prompt_count} prompts.",
         "",
         "| variant | positions | mean KL ± SE | KL p99 / max | same top-1 | Δp mean / RMS | "
         "top-5 | PPL ratio | greedy exact / BLEU-4 / Lev | result |",
@@ -100,9 +116,7 @@ def markdown(result: RegressResult) -> str:
         s = summary_line(v.summary)
         gen = v.generation
         gen_text = (
-            f"{gen['exact_match']:.0%} / {gen['bleu4']:.3f} / {gen['levenshtein']:.3f}"
-            if gen
-            else "–"
+            f"{gen.exact_match:.0%} / {gen.bleu4:.3f} / {gen.levenshtein:.3f}" if gen else "–"
         )
         lines.append(
             f"| `{v.name}` | {v.summary.positions} | {s['mean KL ± SE']} | "
@@ -122,10 +136,10 @@ def markdown(result: RegressResult) -> str:
     ]
     for v in result.variants:
         for w in v.worst[:5]:
-            context = w["context"][-60:].replace("\n", "⏎").replace("|", "\\|")
+            context = w.context[-60:].replace("\n", "⏎").replace("|", "\\|")
             lines.append(
-                f"| `{v.name}` | {w['case']} | {w['position']} | {_fmt(w['kl'])} | "
-                f"`{context}` | `{w['base_top']!r}` → `{w['variant_top']!r}` |"
+                f"| `{v.name}` | {w.case} | {w.position} | {_fmt(w.kl)} | "
+                f"`{context}` | `{w.base_top!r}` → `{w.variant_top!r}` |"
             )
     text = "\n".join(lines) + "\n"
     return text if len(text.encode()) < MARKDOWN_LIMIT else text[: MARKDOWN_LIMIT // 2] + "\n…\n"
@@ -189,10 +203,10 @@ def html_report(result: RegressResult) -> str:
         "code{background:#f4f4f4}</style></head><body>",
         f"<h1>copilot-opt regress: <span class='{'pass' if result.passed else 'fail'}'>"
         f"{'PASS' if result.passed else 'FAIL'}</span></h1>",
-        f"<p>Model <code>{esc(result.provenance['model'])}</code> "
-        f"(<code>{result.provenance['model_fingerprint'][:16]}</code>), "
-        f"{result.provenance['prompt_count']} prompts; forward "
-        f"{result.timing['forward_seconds']}s, metrics {result.timing['metric_seconds']}s.</p>",
+        f"<p>Model <code>{esc(result.provenance.model)}</code> "
+        f"(<code>{result.provenance.model_fingerprint[:16]}</code>), "
+        f"{result.provenance.prompt_count} prompts; forward "
+        f"{result.timing.forward_seconds}s, metrics {result.timing.metric_seconds}s.</p>",
         "<table><tr><th>variant</th><th>positions</th>"
         + "".join(f"<th>{esc(k)}</th>" for k in summary_line(result.variants[0].summary))
         + "<th>result</th></tr>"
@@ -230,10 +244,10 @@ def html_report(result: RegressResult) -> str:
         )
         for w in v.worst:
             parts.append(
-                f"<tr><td>{esc(w['case'])}</td><td>{w['position']}</td>"
-                f"<td>{_fmt(w['kl'])}</td><td><code>{esc(w['context'][-80:])}</code></td>"
-                f"<td><code>{esc(repr(w['base_top']))}</code></td>"
-                f"<td><code>{esc(repr(w['variant_top']))}</code></td></tr>"
+                f"<tr><td>{esc(w.case)}</td><td>{w.position}</td>"
+                f"<td>{_fmt(w.kl)}</td><td><code>{esc(w.context[-80:])}</code></td>"
+                f"<td><code>{esc(repr(w.base_top))}</code></td>"
+                f"<td><code>{esc(repr(w.variant_top))}</code></td></tr>"
             )
         parts.append("</table></div>")
     parts.append("</body></html>")

@@ -3,117 +3,37 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from copilot_cli import __version__
-from copilot_cli.core.errors import InputError
+from copilot_cli.core import progress
 from copilot_cli.core.metrics import (
     Accumulator,
     PositionMetrics,
-    Summary,
     compare_logits,
     compare_topk,
 )
-from copilot_cli.core.models import LoadedModel, context_length
+from copilot_cli.core.models import LoadedModel, context_length, load_model
+from copilot_cli.core.options import OptionError
 from copilot_cli.core.prompt_sets import load_prompts, prompts_hash
 from copilot_cli.regress.baseline import Baseline, BaselineWriter
 from copilot_cli.regress.cases import Case, build_cases, cases_hash
-from copilot_cli.regress.gate import Thresholds, verdict
+from copilot_cli.regress.gate import verdict
+from copilot_cli.regress.options import RegressOptions
+from copilot_cli.regress.results import (
+    GenerationStats,
+    Provenance,
+    RegressResult,
+    Timing,
+    VariantResult,
+    WorstPosition,
+)
 from copilot_cli.regress.textmetrics import bleu4, levenshtein
 from copilot_cli.regress.variants import VariantSpec, applied, degrade_cache, prune_options
 
 NULL_CONTROL = VariantSpec(name="null-control", components=())
-
-
-@dataclass(frozen=True)
-class RegressOptions:
-    """Settings of regress (see docs/regress.md)."""
-
-    prompts: Path
-    variants: tuple[VariantSpec, ...]
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    gen_tokens: int = 16
-    max_tokens: int = 256
-    baseline: Path | None = None
-    save_baseline: Path | None = None
-    baseline_topk: int = 0
-    null_control: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.variants and not self.null_control and self.save_baseline is None:
-            raise InputError("give at least one --variant (or --null-control)", where="--variant")
-        if self.baseline is not None and self.save_baseline is not None:
-            raise InputError(
-                "--baseline and --save-baseline exclude each other", where="--baseline"
-            )
-        if self.gen_tokens < 0 or self.max_tokens < 4 or self.baseline_topk < 0:
-            raise InputError(
-                "--gen-tokens >= 0, --max-tokens >= 4, --baseline-topk >= 0", where="--gen-tokens"
-            )
-        names = [v.name for v in self.variants]
-        if len(set(names)) != len(names):
-            raise InputError("two variants have the same name", where="--variant")
-
-
-@dataclass
-class VariantResult:
-    name: str
-    spec: str
-    case_set: str
-    summary: Summary
-    groups: dict[str, Summary]
-    prompt_kl: dict[str, float]
-    generation: dict[str, float] | None
-    worst: list[dict[str, Any]]
-    failures: list[str]
-    kl_values: list[float] = field(repr=False)
-    position_kl: dict[str, list[float]] = field(repr=False)
-    case_group: dict[str, str] = field(default_factory=dict, repr=False)
-
-    @property
-    def passed(self) -> bool:
-        return not self.failures
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "spec": self.spec,
-            "case_set": self.case_set,
-            "passed": self.passed,
-            "failures": self.failures,
-            "summary": self.summary.to_dict(),
-            "groups": {k: v.to_dict() for k, v in sorted(self.groups.items())},
-            "prompt_kl": dict(sorted(self.prompt_kl.items())),
-            "generation": self.generation,
-            "worst_positions": self.worst,
-        }
-
-
-@dataclass
-class RegressResult:
-    variants: list[VariantResult]
-    thresholds: Thresholds
-    provenance: dict[str, Any]
-    timing: dict[str, float]
-    baseline_saved: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return all(v.passed for v in self.variants)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "thresholds": self.thresholds.to_dict(),
-            "provenance": self.provenance,
-            "timing": self.timing,
-            "baseline_saved": self.baseline_saved,
-            "variants": [v.to_dict() for v in self.variants],
-        }
 
 
 class _Tally:
@@ -124,7 +44,7 @@ class _Tally:
         self.groups: dict[str, Accumulator] = {}
         self.prompt_kl: dict[str, float] = {}
         self.position_kl: dict[str, list[float]] = {}
-        self.worst: list[dict[str, Any]] = []
+        self.worst: list[WorstPosition] = []
         self.case_group: dict[str, str] = {}
         self.gen: list[tuple[bool, float, float]] = []
 
@@ -145,18 +65,16 @@ class _Tally:
         for index in torch.argsort(kl, descending=True)[:5].tolist():
             t = case.split + index
             self.worst.append(
-                {
-                    "case": case.id,
-                    "position": t,
-                    "kl": float(kl[index]),
-                    "context": tokenizer.decode(list(case.ids[max(0, t - 15) : t + 1])),
-                    "base_top": tokenizer.decode([int(base_top[index])]),
-                    "variant_top": tokenizer.decode([int(var_top[index])]),
-                }
+                WorstPosition(
+                    case=case.id,
+                    position=t,
+                    kl=float(kl[index]),
+                    context=tokenizer.decode(list(case.ids[max(0, t - 15) : t + 1])),
+                    base_top=tokenizer.decode([int(base_top[index])]),
+                    variant_top=tokenizer.decode([int(var_top[index])]),
+                )
             )
-        self.worst = sorted(
-            self.worst, key=lambda w: -w["kl"] if w["kl"] == w["kl"] else -float("inf")
-        )[:5]
+        self.worst = sorted(self.worst, key=lambda w: -w.kl if w.kl == w.kl else -float("inf"))[:5]
 
 
 class _Runner:
@@ -197,13 +115,13 @@ class _Runner:
     def _pruned_sequence(self, spec: VariantSpec, case: Case) -> tuple[list[int], int]:
         """(pruned context ids + continuation ids, index where the continuation starts)."""
         from copilot_cli.core.tokens import prompt_ids
-        from copilot_cli.prune import prune
+        from copilot_cli.prune import prune_text
 
         key = (spec.name, case.id)
         if key not in self._pruned:
             context = self.tokenizer.decode(list(case.ids[: case.split]), skip_special_tokens=True)
-            options = prune_options(spec.kind("prune").arg)
-            text = prune(context, self.model, self.tokenizer, **options).text
+            options = prune_options(spec.kind("prune").arg, context)
+            text = prune_text(options, self.loaded).text
             ids = prompt_ids(self.tokenizer, text)
             self._pruned[key] = (ids + list(case.ids[case.split :]), len(ids))
         return self._pruned[key]
@@ -276,43 +194,106 @@ class _Runner:
         return metrics, base_top
 
 
-def _generation_stats(rows: list[tuple[bool, float, float]]) -> dict[str, float] | None:
+def _generation_stats(rows: list[tuple[bool, float, float]]) -> GenerationStats | None:
     if not rows:
         return None
     n = len(rows)
-    return {
-        "continuations": n,
-        "exact_match": sum(r[0] for r in rows) / n,
-        "bleu4": sum(r[1] for r in rows) / n,
-        "levenshtein": sum(r[2] for r in rows) / n,
-    }
+    return GenerationStats(
+        continuations=n,
+        exact_match=sum(r[0] for r in rows) / n,
+        bleu4=sum(r[1] for r in rows) / n,
+        levenshtein=sum(r[2] for r in rows) / n,
+    )
 
 
-def run_regress(loaded: LoadedModel, options: RegressOptions) -> RegressResult:
-    """Compare every variant with the original model; optionally save or use a baseline.
+def _check_against_model(options: RegressOptions, loaded: LoadedModel) -> None:
+    """Counts the model itself bounds: generated tokens by its context, top-k by its vocab."""
+    context = context_length(loaded.config)
+    if options.gen_tokens + 1 >= context:
+        raise OptionError(
+            "gen_tokens", f"{options.gen_tokens} does not fit the model's context of {context}"
+        )
+    vocab = loaded.model.get_output_embeddings().weight.shape[0]
+    if options.baseline_topk > vocab:
+        raise OptionError(
+            "baseline_topk", f"{options.baseline_topk} is more than the vocabulary ({vocab})"
+        )
+
+
+def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> RegressResult:
+    """Compare every variant with the original model; save or use a baseline; write the reports
+    `options.reports` names. Loads `options.model` when no model is handed in.
 
     Raises:
-        InputError: malformed prompts or variants; ArtifactError / FingerprintMismatch: a
-            baseline or variant artifact made for something else.
+        InputError / OptionError: malformed prompts or variants, a count the model cannot do.
+        ArtifactError / FingerprintMismatch: a baseline or variant artifact made for something
+            else.
     """
+    if loaded is None:
+        with progress.progress("loading model"):
+            loaded = load_model(options.model)
+    _check_against_model(options, loaded)
     prompts = load_prompts(options.prompts)
-    p_hash = prompts_hash(prompts)
     runner = _Runner(loaded, options)
-    specs = list(options.variants) + ([NULL_CONTROL] if options.null_control else [])
-    baseline = None
-    if options.baseline is not None:
-        baseline = Baseline(
+    specs = [*options.specs, *([NULL_CONTROL] if options.null_control else [])]
+    baseline = (
+        Baseline(
             options.baseline,
             model_fingerprint=loaded.model_fingerprint,
             tokenizer_fingerprint=loaded.tokenizer_fingerprint,
-            prompts_hash=p_hash,
+            prompts_hash=prompts_hash(prompts),
         )
+        if options.baseline is not None
+        else None
+    )
     writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
+    with progress.progress(f"scoring {len(specs)} variants"):
+        tallies = _score(runner, specs, prompts, baseline, writer)
+    result = RegressResult(
+        variants=[_variant_result(spec, tallies[spec.name], options) for spec in specs],
+        thresholds=options.thresholds,
+        provenance=_provenance(loaded, options, prompts),
+        timing=Timing(
+            forward_seconds=round(runner.forward_seconds, 3),
+            metric_seconds=round(runner.metric_seconds, 3),
+            metric_share=round(runner.metric_seconds / max(runner.forward_seconds, 1e-9), 4),
+        ),
+    )
+    if writer is not None:
+        writer.save(
+            options.save_baseline,
+            {
+                "model_fingerprint": loaded.model_fingerprint,
+                "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+                "prompts_hash": result.provenance.prompts_hash,
+                "gen_tokens": options.gen_tokens,
+            },
+        )
+        result.baseline_saved = str(options.save_baseline)
+    from copilot_cli.regress.reports import write_reports
+
+    result.reports_written = write_reports(result, options.reports)
+    return result
+
+
+def _score(
+    runner: _Runner,
+    specs: list[VariantSpec],
+    prompts: list[dict[str, Any]],
+    baseline: Baseline | None,
+    writer: BaselineWriter | None,
+) -> dict[str, _Tally]:
+    """Every variant on its case set, each case's base computed (or read) once."""
+    options = runner.options
     sets = sorted({s.case_set for s in specs} | ({"prompts"} if writer and not specs else set()))
     tallies = {s.name: _Tally() for s in specs}
     for case_set in sets:
         cases = build_cases(
-            case_set, prompts, runner.tokenizer, options.max_tokens, context_length(loaded.config)
+            case_set,
+            prompts,
+            runner.tokenizer,
+            options.max_tokens,
+            context_length(runner.model.config),
         )
         set_hash = cases_hash(cases)
         if baseline is not None:
@@ -331,72 +312,63 @@ def run_regress(loaded: LoadedModel, options: RegressOptions) -> RegressResult:
                 if writer is not None:
                     writer.add(set_hash, index, base, targets, base_gen)
             for spec in members:
-                logits = runner.variant_logits(spec, case)
-                metrics, base_top = runner.compare(base, logits, targets)
-                tallies[spec.name].add(case, metrics, base_top, logits.argmax(-1), runner.tokenizer)
-                if options.gen_tokens:
-                    gen = runner.generate(spec, case)
-                    tallies[spec.name].gen.append(
-                        (gen == base_gen, bleu4(base_gen, gen), levenshtein(base_gen, gen))
-                    )
-    results = []
-    for spec in specs:
-        tally = tallies[spec.name]
-        summary = tally.all.summary()
-        generation = _generation_stats(tally.gen)
-        results.append(
-            VariantResult(
-                name=spec.name,
-                spec=spec.spec or "(base)",
-                case_set=spec.case_set,
-                summary=summary,
-                groups={g: a.summary() for g, a in tally.groups.items()},
-                prompt_kl=tally.prompt_kl,
-                generation=generation,
-                worst=tally.worst,
-                failures=verdict(summary, tally.prompt_kl, generation, options.thresholds),
-                kl_values=[float(v) for v in tally.all.values("kl")],
-                position_kl=tally.position_kl,
-                case_group=tally.case_group,
-            )
-        )
+                _score_variant(runner, spec, case, base, base_gen, targets, tallies[spec.name])
+    return tallies
+
+
+def _score_variant(
+    runner: _Runner,
+    spec: VariantSpec,
+    case: Case,
+    base: Any,
+    base_gen: list[int],
+    targets: torch.Tensor,
+    tally: _Tally,
+) -> None:
+    logits = runner.variant_logits(spec, case)
+    metrics, base_top = runner.compare(base, logits, targets)
+    tally.add(case, metrics, base_top, logits.argmax(-1), runner.tokenizer)
+    if runner.options.gen_tokens:
+        gen = runner.generate(spec, case)
+        tally.gen.append((gen == base_gen, bleu4(base_gen, gen), levenshtein(base_gen, gen)))
+
+
+def _variant_result(spec: VariantSpec, tally: _Tally, options: RegressOptions) -> VariantResult:
+    summary = tally.all.summary()
+    generation = _generation_stats(tally.gen)
+    gen_dict = None if generation is None else generation.__dict__
+    return VariantResult(
+        name=spec.name,
+        spec=spec.spec or "(base)",
+        case_set=spec.case_set,
+        summary=summary,
+        groups={g: a.summary() for g, a in tally.groups.items()},
+        prompt_kl=tally.prompt_kl,
+        generation=generation,
+        worst=tally.worst,
+        failures=verdict(summary, tally.prompt_kl, gen_dict, options.thresholds),
+        kl_values=[float(v) for v in tally.all.values("kl")],
+        position_kl=tally.position_kl,
+        case_group=tally.case_group,
+    )
+
+
+def _provenance(
+    loaded: LoadedModel, options: RegressOptions, prompts: list[dict[str, Any]]
+) -> Provenance:
     import transformers
 
-    provenance = {
-        "copilot_opt_version": __version__,
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
-        "model": loaded.source,
-        "model_fingerprint": loaded.model_fingerprint,
-        "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
-        "prompts": str(options.prompts),
-        "prompts_hash": p_hash,
-        "prompt_count": len(prompts),
-        "baseline": str(options.baseline) if options.baseline else None,
-        "gen_tokens": options.gen_tokens,
-        "max_tokens": options.max_tokens,
-    }
-    saved = None
-    if writer is not None:
-        writer.save(
-            options.save_baseline,
-            {
-                "model_fingerprint": loaded.model_fingerprint,
-                "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
-                "prompts_hash": p_hash,
-                "gen_tokens": options.gen_tokens,
-            },
-        )
-        saved = str(options.save_baseline)
-    timing = {
-        "forward_seconds": round(runner.forward_seconds, 3),
-        "metric_seconds": round(runner.metric_seconds, 3),
-        "metric_share": round(runner.metric_seconds / max(runner.forward_seconds, 1e-9), 4),
-    }
-    return RegressResult(
-        variants=results,
-        thresholds=options.thresholds,
-        provenance=provenance,
-        timing=timing,
-        baseline_saved=saved,
+    return Provenance(
+        copilot_opt_version=__version__,
+        torch_version=torch.__version__,
+        transformers_version=transformers.__version__,
+        model=loaded.source,
+        model_fingerprint=loaded.model_fingerprint,
+        tokenizer_fingerprint=loaded.tokenizer_fingerprint,
+        prompts=str(options.prompts),
+        prompts_hash=prompts_hash(prompts),
+        prompt_count=len(prompts),
+        baseline=str(options.baseline) if options.baseline else None,
+        gen_tokens=options.gen_tokens,
+        max_tokens=options.max_tokens,
     )

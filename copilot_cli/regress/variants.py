@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import InputError
+from copilot_cli.core.options import OptionError
 
 KINDS = ("quant", "kv", "kv-dtype", "prune")
 KV_DTYPES = ("float16", "bfloat16", "int8")
@@ -60,9 +61,7 @@ def parse_variant(text: str, kinds: tuple[str, ...] = KINDS) -> VariantSpec:
     """Parse `NAME=KIND=ARG+KIND=ARG` or `KIND=ARG+...` (the name is then the spec itself)."""
     head, sep, rest = text.partition("=")
     if not sep:
-        raise InputError(
-            f"{text!r} is not NAME=KIND=ARG (kinds: {', '.join(kinds)})", where="--variant"
-        )
+        raise OptionError("variants", f"{text!r} is not NAME=KIND=ARG (kinds: {', '.join(kinds)})")
     if head in kinds:
         name, spec = text, text
     else:
@@ -71,13 +70,13 @@ def parse_variant(text: str, kinds: tuple[str, ...] = KINDS) -> VariantSpec:
     for piece in _split_components(spec, kinds):
         kind, sep, arg = piece.partition("=")
         if kind not in kinds:
-            raise InputError(
-                f"unknown variant kind {kind!r}; kinds: {', '.join(kinds)}", where="--variant"
+            raise OptionError(
+                "variants", f"unknown variant kind {kind!r}; kinds: {', '.join(kinds)}"
             )
         if not sep or not arg:
-            raise InputError(f"{kind} needs a value ({kind}=...)", where="--variant")
+            raise OptionError("variants", f"{kind} needs a value ({kind}=...)")
         if kind == "kv-dtype" and arg not in KV_DTYPES:
-            raise InputError(f"kv-dtype must be one of {', '.join(KV_DTYPES)}", where="--variant")
+            raise OptionError("variants", f"kv-dtype must be one of {', '.join(KV_DTYPES)}")
         if kind == "prune":
             prune_options(arg)
         if kind in ("quant", "kv") and not Path(arg).exists():
@@ -85,13 +84,13 @@ def parse_variant(text: str, kinds: tuple[str, ...] = KINDS) -> VariantSpec:
         components.append(Component(kind, arg))
     seen = [c.kind for c in components]
     if len(set(seen)) != len(seen):
-        raise InputError(f"a kind appears twice in {text!r}", where="--variant")
+        raise OptionError("variants", f"a kind appears twice in {text!r}")
     if "prune" in seen and ("kv" in seen or "kv-dtype" in seen):
-        raise InputError("prune cannot be combined with kv or kv-dtype", where="--variant")
+        raise OptionError("variants", "prune cannot be combined with kv or kv-dtype")
     if "kv" in seen and "kv-dtype" in seen:
-        raise InputError("kv and kv-dtype cannot be combined", where="--variant")
+        raise OptionError("variants", "kv and kv-dtype cannot be combined")
     if not name:
-        raise InputError("empty variant name", where="--variant")
+        raise OptionError("variants", "empty variant name")
     return VariantSpec(name=name, components=tuple(components))
 
 
@@ -147,28 +146,29 @@ def applied(
         yield
 
 
-def prune_options(arg: str) -> dict[str, Any]:
-    """`0.5` or `rate:0.5,method:ewma` -> keyword arguments of copilot_cli.prune.prune."""
-    from copilot_cli.prune import METHODS
+def prune_options(arg: str, text: str = "") -> Any:
+    """`0.5` or `rate:0.5,method:ewma` -> PruneOptions for `text`."""
+    from copilot_cli.prune import METHODS, PruneOptions
 
-    options: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for item in arg.split(","):
         key, sep, value = item.partition(":")
         if not sep:
             key, value = "rate", key
         try:
             if key == "rate":
-                options["rate"] = float(value)
-                if not 0 < options["rate"] <= 1:
-                    raise ValueError
+                values["rate"] = float(value)
             elif key == "method" and value in METHODS:
-                options["method"] = value
+                values["method"] = value
             else:
                 raise ValueError
         except ValueError:
-            raise InputError(
+            raise OptionError(
+                "variants",
                 f"prune options {arg!r}: use a rate in (0, 1] and method:{'|'.join(METHODS)}",
-                where="--variant",
             ) from None
-    options.setdefault("rate", 0.5)
-    return options
+    values.setdefault("rate", 0.5)
+    try:
+        return PruneOptions(text=text, **values)
+    except OptionError as exc:
+        raise OptionError("variants", f"prune options {arg!r}: {exc.message}") from None

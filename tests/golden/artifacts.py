@@ -29,14 +29,12 @@ def build_all(out: Path) -> dict[str, str]:
     from copilot_cli.chunking import ChunkOptions, chunk_repository
     from copilot_cli.core.models import SHIPPED_MODEL, ModelSpec, load_model
     from copilot_cli.kv import PrefillOptions, prefill_kv
-    from copilot_cli.kv.builder import prefixes_from_bundle
     from copilot_cli.prompts import CompileOptions, compile_templates
     from copilot_cli.quant import QuantizeOptions, quantize_embeddings
 
     loaded = load_model(ModelSpec(str(SHIPPED_MODEL)))
     compile_templates(CompileOptions(REPO / "templates", out / "templates"), loaded.tokenizer)
-    sources = prefixes_from_bundle(out / "templates", loaded.tokenizer_fingerprint)
-    prefill_kv(loaded, sources, PrefillOptions(out=out / "kv"))
+    prefill_kv(PrefillOptions(out=out / "kv", bundle=out / "templates"), loaded)
     for bits in (8, 4):
         quantize_embeddings(
             loaded,

@@ -16,7 +16,7 @@ from copilot_cli.kv import (
     PrefixSource,
     PrefixStore,
     load_prefix,
-    prefill_kv,
+    prefill_sources,
 )
 from copilot_cli.kv.format import read_segment
 
@@ -31,7 +31,7 @@ PROBE = "def add(a, b):\n    return a + b\n"
 
 def _build(path, tmp_path, sources=SOURCES, **options):
     loaded = load_model(ModelSpec(str(path)))
-    result = prefill_kv(
+    result = prefill_sources(
         loaded, sources, PrefillOptions(out=tmp_path / "kv", chunk_size=16, **options)
     )
     return loaded, result
@@ -78,7 +78,7 @@ def test_disk_grows_with_distinct_tokens(tiny_llama_dir, tmp_path):
 
 
 def test_each_load_returns_an_independent_cache(shipped, tmp_path):
-    prefill_kv(shipped, SOURCES, PrefillOptions(out=tmp_path / "kv"))
+    prefill_sources(shipped, SOURCES, PrefillOptions(out=tmp_path / "kv"))
     model, tok = shipped.model, shipped.tokenizer
     ids = prompt_ids(tok, SOURCES[0].text)
     first = load_prefix(tmp_path / "kv", model, "alpha")
@@ -95,7 +95,7 @@ def test_each_load_returns_an_independent_cache(shipped, tmp_path):
 
 
 def test_prefix_store_shares_counts_and_evicts(shipped, tmp_path):
-    prefill_kv(shipped, SOURCES, PrefillOptions(out=tmp_path / "kv"))
+    prefill_sources(shipped, SOURCES, PrefillOptions(out=tmp_path / "kv"))
     store = PrefixStore(tmp_path / "kv", shipped.model)
     a1 = store.acquire("alpha")
     a2 = store.acquire("alpha")
@@ -132,7 +132,7 @@ def test_generate_with_prefix_is_token_identical(shipped, tmp_path):
     compile_templates(CompileOptions(repo / "templates", tmp_path / "b"), shipped.tokenizer)
     bundle = load_bundle(tmp_path / "b")
     sources = prefixes_from_bundle(tmp_path / "b", shipped.tokenizer_fingerprint)
-    prefill_kv(shipped, sources, PrefillOptions(out=tmp_path / "kv"))
+    prefill_sources(shipped, sources, PrefillOptions(out=tmp_path / "kv"))
     model, tok = shipped.model, shipped.tokenizer
     cases = [
         ("code-completion", {"language": "python", "code_before": "def mean(xs):\n"}),

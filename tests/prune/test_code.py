@@ -11,7 +11,7 @@ import pytest
 from copilot_cli.cli import app
 from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.syntax import parser_for, parses
-from copilot_cli.prune import prune
+from copilot_cli.prune import PruneOptions, prune_text
 from copilot_cli.prune.code import code_units, completion_for, detect, frame
 from copilot_cli.prune.pruner import word_units
 
@@ -87,7 +87,7 @@ def test_comment_spans_never_take_the_line_break():
 @pytest.mark.parametrize("language", sorted(SAMPLES))
 def test_code_output_has_no_new_syntax_error(shipped, language, rate):
     for text in (SAMPLES[language].read_text(), _cut(SAMPLES[language].read_text(), 0.6)):
-        result = prune(text, shipped.model, shipped.tokenizer, rate=rate)
+        result = prune_text(PruneOptions(text=text, rate=rate), shipped)
         assert result.language == language and result.mode.startswith("code")
         assert result.parses is True
         assert abs(result.achieved_rate - rate) <= 0.05 * rate
@@ -101,7 +101,7 @@ def test_code_output_has_no_new_syntax_error(shipped, language, rate):
 
 def test_whole_python_file_still_compiles(shipped):
     text = SAMPLES["python"].read_text()
-    result = prune(text, shipped.model, shipped.tokenizer, rate=0.33)
+    result = prune_text(PruneOptions(text=text, rate=0.33), shipped)
     assert result.mode == "code-lines" and result.verbatim_tail == 0
     compile(result.text, "pruned.py", "exec")  # the interpreter's parser, not only tree-sitter
 
@@ -109,14 +109,14 @@ def test_whole_python_file_still_compiles(shipped):
 def test_protect_survives_line_removal(shipped):
     text = SAMPLES["go"].read_text()
     pattern = r"ErrCorrupt|0o644"
-    result = prune(text, shipped.model, shipped.tokenizer, rate=0.3, protect=(pattern,))
+    result = prune_text(PruneOptions(text=text, rate=0.3, protect=(pattern,)), shipped)
     assert result.mode == "code-lines"
     assert len(re.findall(pattern, result.text)) == len(re.findall(pattern, text))
 
 
 def test_named_language_that_does_not_parse_falls_back_to_prose(shipped):
     text = (REPO / "sample_data" / "repo" / "docs" / "architecture.md").read_text()
-    result = prune(text, shipped.model, shipped.tokenizer, rate=0.5, language="go")
+    result = prune_text(PruneOptions(text=text, rate=0.5, language="go"), shipped)
     assert result.mode == "prose" and result.parses is None and result.language is None
 
 
@@ -180,7 +180,7 @@ def test_parse_checks_stay_local_on_a_long_file(shipped, monkeypatch):
     sizes = []
     real = pruner.parses
     monkeypatch.setattr(pruner, "parses", lambda s, lang: sizes.append(len(s)) or real(s, lang))
-    result = prune(text, shipped.model, shipped.tokenizer, rate=0.5, language="python")
+    result = prune_text(PruneOptions(text=text, rate=0.5, language="python"), shipped)
     assert result.parses and result.mode == "code-lines"
     assert len(sizes) > 50
     assert max(sizes) < len(text) / 4

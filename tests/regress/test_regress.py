@@ -10,7 +10,7 @@ import pytest
 from copilot_cli.cli import app
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
 from copilot_cli.core.models import ModelSpec, load_model
-from copilot_cli.kv import PrefillOptions, PrefixSource, prefill_kv
+from copilot_cli.kv import PrefillOptions, PrefixSource, prefill_sources
 from copilot_cli.quant import QuantizeOptions, quantize_embeddings
 from copilot_cli.quant.format import FILENAME, read, write
 from copilot_cli.regress import RegressOptions, Thresholds, parse_variant, run_regress
@@ -27,7 +27,7 @@ def shipped():
 def artifacts(tmp_path_factory, shipped):
     root = tmp_path_factory.mktemp("regress")
     quantize_embeddings(shipped, QuantizeOptions(out=root / "q8", prompts=None))
-    prefill_kv(
+    prefill_sources(
         shipped,
         [
             PrefixSource("sys", "You write Python code.\n" * 8, "t"),
@@ -41,10 +41,14 @@ def artifacts(tmp_path_factory, shipped):
     return root, prompts
 
 
+def run_regress_with(loaded, options):
+    return run_regress(options, loaded)
+
+
 def _options(prompts, *specs, **kw):
     return RegressOptions(
         prompts=prompts,
-        variants=tuple(parse_variant(s) for s in specs),
+        variants=specs,
         gen_tokens=kw.pop("gen_tokens", 4),
         max_tokens=64,
         **kw,
@@ -53,7 +57,7 @@ def _options(prompts, *specs, **kw):
 
 def test_variants_pass_and_kv_is_exact(shipped, artifacts):
     root, prompts = artifacts
-    result = run_regress(
+    result = run_regress_with(
         shipped,
         _options(
             prompts,
@@ -70,22 +74,24 @@ def test_variants_pass_and_kv_is_exact(shipped, artifacts):
     assert by_name["cached"].summary.kl_max < 1e-8  # cached prefix == recomputed prefix
     assert by_name["null-control"].summary.kl_max == 0
     assert 0 < by_name["q8"].summary.kl_mean < 1e-3
-    assert by_name["q8"].generation["continuations"] == 7
+    assert by_name["q8"].generation.continuations == 7
     assert set(by_name["q8"].groups) >= {"completion", "review"}
-    assert result.timing["metric_seconds"] < result.timing["forward_seconds"]
+    assert result.timing.metric_seconds < result.timing.forward_seconds
 
 
 def test_baseline_round_trip_gives_the_same_numbers(shipped, artifacts, tmp_path):
     root, prompts = artifacts
     spec = f"q8=quant={root / 'q8'}"
-    live = run_regress(shipped, _options(prompts, spec, save_baseline=tmp_path / "b.st"))
-    reused = run_regress(shipped, _options(prompts, spec, baseline=tmp_path / "b.st"))
+    live = run_regress_with(shipped, _options(prompts, spec, save_baseline=tmp_path / "b.st"))
+    reused = run_regress_with(shipped, _options(prompts, spec, baseline=tmp_path / "b.st"))
     assert reused.variants[0].summary.kl_mean == pytest.approx(
         live.variants[0].summary.kl_mean, rel=1e-4
     )
     assert reused.variants[0].generation == live.variants[0].generation
-    run_regress(shipped, _options(prompts, spec, save_baseline=tmp_path / "k.st", baseline_topk=32))
-    topk = run_regress(shipped, _options(prompts, spec, baseline=tmp_path / "k.st"))
+    run_regress_with(
+        shipped, _options(prompts, spec, save_baseline=tmp_path / "k.st", baseline_topk=32)
+    )
+    topk = run_regress_with(shipped, _options(prompts, spec, baseline=tmp_path / "k.st"))
     assert topk.variants[0].summary.kl_mean <= live.variants[0].summary.kl_mean * 1.01
     assert (tmp_path / "k.st").stat().st_size < (tmp_path / "b.st").stat().st_size / 20
 
@@ -95,21 +101,21 @@ def test_baseline_for_other_prompts_or_model_is_refused(
 ):
     root, prompts = artifacts
     spec = f"q8=quant={root / 'q8'}"
-    run_regress(shipped, _options(prompts, spec, save_baseline=tmp_path / "b.st"))
+    run_regress_with(shipped, _options(prompts, spec, save_baseline=tmp_path / "b.st"))
     other_prompts = tmp_path / "other.jsonl"
     other_prompts.write_text('{"prompt": "def f():\\n    return 1\\n"}\n')
     with pytest.raises(ArtifactError, match="prompts hash"):
-        run_regress(shipped, _options(other_prompts, spec, baseline=tmp_path / "b.st"))
+        run_regress_with(shipped, _options(other_prompts, spec, baseline=tmp_path / "b.st"))
     other = load_model(ModelSpec(str(tiny_llama_dir)))
     with pytest.raises(FingerprintMismatch):
-        run_regress(other, _options(prompts, "kv-dtype=int8", baseline=tmp_path / "b.st"))
+        run_regress_with(other, _options(prompts, "kv-dtype=int8", baseline=tmp_path / "b.st"))
 
 
 def test_variant_made_for_another_model_is_refused(artifacts, tiny_llama_dir):
     root, prompts = artifacts
     other = load_model(ModelSpec(str(tiny_llama_dir)))
     with pytest.raises(FingerprintMismatch):
-        run_regress(other, _options(prompts, f"q8=quant={root / 'q8'}"))
+        run_regress_with(other, _options(prompts, f"q8=quant={root / 'q8'}"))
 
 
 def test_nan_logits_fail_the_variant(shipped, artifacts, tmp_path):
@@ -132,7 +138,9 @@ def test_nan_logits_fail_the_variant(shipped, artifacts, tmp_path):
         tables,
         {k: decode(v) for k, v in metadata.items() if k not in keep},
     )
-    result = run_regress(shipped, _options(prompts, f"bad=quant={tmp_path / 'bad'}", gen_tokens=0))
+    result = run_regress_with(
+        shipped, _options(prompts, f"bad=quant={tmp_path / 'bad'}", gen_tokens=0)
+    )
     assert not result.passed and "NaN" in result.variants[0].failures[0]
 
 

@@ -1,0 +1,70 @@
+"""Reading what users hand in (text files, JSON, stdin) with errors that say what is wrong
+and where: the file, and for undecodable text the byte offset."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.core.errors import InputError
+
+STDIN = "-"
+
+
+def read_bytes(source: str | Path, what: str = "file") -> tuple[bytes, str]:
+    """(bytes, name for errors) of a file, or of stdin for "-"."""
+    name = "stdin" if str(source) == STDIN else str(source)
+    if str(source) == STDIN:
+        return sys.stdin.buffer.read(), name
+    path = Path(source)
+    if path.is_dir():
+        raise InputError(f"is a folder, expected a {what}", where=name)
+    try:
+        return path.read_bytes(), name
+    except FileNotFoundError:
+        raise InputError(f"{what} does not exist", where=name) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the {what} ({exc.strerror})", where=name) from None
+
+
+def decode_utf8(data: bytes, name: str) -> str:
+    """UTF-8 text, or InputError naming the byte offset of the first undecodable byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not UTF-8 text: byte {exc.start} (0x{data[exc.start]:02x}) cannot be decoded",
+            where=name,
+        ) from None
+
+
+def read_text(source: str | Path, what: str = "text file") -> str:
+    """A text file (or stdin): refuses binary content (NUL bytes) and non-UTF-8 bytes."""
+    data, name = read_bytes(source, what)
+    nul = data.find(b"\0", 0, 1 << 16)
+    if nul >= 0:
+        raise InputError(f"binary content (a NUL byte at {nul}); expected text", where=name)
+    return decode_utf8(data, name)
+
+
+def parse_json(text: str, name: str) -> Any:
+    """JSON with errors naming the line and column; nesting too deep to parse is refused."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", where=name
+        ) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to parse", where=name) from None
+
+
+def read_json_object(source: str | Path, what: str = "JSON file") -> dict[str, Any]:
+    """A JSON object from a file or stdin."""
+    data, name = read_bytes(source, what)
+    value = parse_json(decode_utf8(data, name), name)
+    if not isinstance(value, dict):
+        raise InputError("must be a JSON object", where=name)
+    return value

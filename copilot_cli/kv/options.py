@@ -1,0 +1,59 @@
+"""Settings of prefill-kv (no torch import: the CLI builds these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from copilot_cli.core.modelspec import ModelSpec
+from copilot_cli.core.options import require, require_count, setting
+
+MAX_BLOCK_SIZE = 1 << 16  # and never more than the model's context (checked at run time)
+
+
+@dataclass(frozen=True)
+class PrefillOptions:
+    """Settings of prefill-kv.
+
+    Attributes:
+        out: the KV folder to write.
+        bundle: a compiled prompt bundle whose static prefixes to prefill.
+        texts: text files, one prefix each (named after the file).
+        dtype: the dtype the model runs (and the KV is stored) in.
+        block_size: tokens per hashed block (16, as vLLM).
+        chunk_size: tokens fed per forward pass (bounds activation memory).
+        verify: compare cached vs recomputed logits for every prefix after writing.
+        model: the model to load when none is handed in (its dtype is `dtype`).
+    """
+
+    out: Path = setting(Path("build/kv"), yaml=False)
+    bundle: Path | None = setting(None, yaml=False)
+    texts: tuple[Path, ...] = setting((), yaml=False)
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    block_size: int = 16
+    chunk_size: int = 256
+    verify: bool = False
+    model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
+
+    def __post_init__(self) -> None:
+        require(
+            self.dtype in ("float32", "float16", "bfloat16"),
+            "dtype",
+            "choose float32, float16 or bfloat16",
+        )
+        require_count(self.block_size, "block_size", low=1, high=MAX_BLOCK_SIZE)
+        require_count(self.chunk_size, "chunk_size", low=1, high=MAX_BLOCK_SIZE)
+        require(
+            not (self.out.exists() and not self.out.is_dir()), "out", f"{self.out} is not a folder"
+        )
+        if self.bundle is not None:
+            require(self.bundle.is_dir(), "bundle", f"{self.bundle} is not a bundle folder")
+        for path in self.texts:
+            require(path.is_file(), "texts", f"{path} is not a file")
+
+    def model_spec(self) -> ModelSpec:
+        """`model` in this run's dtype (float32 stays as saved: "auto")."""
+        from dataclasses import replace
+
+        return replace(self.model, dtype="auto" if self.dtype == "float32" else self.dtype)

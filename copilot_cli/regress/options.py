@@ -1,0 +1,171 @@
+"""Settings of regress: thresholds, reports, and the merge of regress.yaml, flags and defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.core.errors import InputError
+from copilot_cli.core.modelspec import ModelSpec
+from copilot_cli.core.options import (
+    OptionError,
+    require,
+    require_count,
+    require_number,
+    schema_of,
+    setting,
+    values_from_mapping,
+)
+from copilot_cli.paths import DEFAULT_PROMPTS
+
+MAX_GEN_TOKENS = 4096  # the model's context bounds it further at run time
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Pass conditions of a variant. Each is a finite number in its range (NaN would compare
+    false with everything and so pass any variant).
+
+    Attributes:
+        max_mean_kl: the one-sided 95% upper bound of the mean KL must not exceed this (> 0).
+        min_same_top1: the one-sided 95% lower bound of the same-top-1 share must reach this.
+        max_prompt_kl: no single prompt's mean KL may exceed this (> 0).
+        min_exact_match: share of greedy continuations equal to the base's (None: report only).
+        min_bleu: mean BLEU-4 of greedy continuations (None: report only).
+    """
+
+    max_mean_kl: float = 1e-3
+    min_same_top1: float = 0.99
+    max_prompt_kl: float = 1e-2
+    min_exact_match: float | None = None
+    min_bleu: float | None = None
+
+    def __post_init__(self) -> None:
+        require_number(self.max_mean_kl, "max_mean_kl", low=0.0, low_open=True)
+        require_number(self.min_same_top1, "min_same_top1", low=0.0, high=1.0)
+        require_number(self.max_prompt_kl, "max_prompt_kl", low=0.0, low_open=True)
+        for name in ("min_exact_match", "min_bleu"):
+            if getattr(self, name) is not None:
+                require_number(getattr(self, name), name, low=0.0, high=1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Where regress writes its reports (None: not written; json "-" is stdout, the CLI's)."""
+
+    json: Path | None = None
+    junit: Path | None = None
+    markdown: Path | None = None
+    html: Path | None = None
+
+    @classmethod
+    def in_folder(cls, folder: Path) -> ReportPaths:
+        """All four, as regress.json/.xml/.md/.html in `folder` (what build writes)."""
+        return cls(
+            json=folder / "regress.json",
+            junit=folder / "regress.xml",
+            markdown=folder / "regress.md",
+            html=folder / "regress.html",
+        )
+
+
+@dataclass(frozen=True)
+class RegressOptions:
+    """Settings of regress (see docs/regress.md).
+
+    Attributes:
+        prompts: the prompts JSONL.
+        variants: `NAME=KIND=ARG[+KIND=ARG]` specs (kinds: quant, kv, kv-dtype, prune).
+        thresholds: the gate.
+        gen_tokens: greedy tokens per continuation (0: no generation check).
+        max_tokens: a prompt's own tokens (bounded by the model's context at run time).
+        baseline, save_baseline: reuse / store the base model's log-probs.
+        baseline_topk: store top-k log-probs (0 = the full vocabulary).
+        null_control: also run base vs base (the noise floor).
+        reports: which reports to write where.
+        model: the model to load when none is handed in.
+    """
+
+    prompts: Path = DEFAULT_PROMPTS
+    variants: tuple[str, ...] = ()
+    thresholds: Thresholds = setting(default_factory=Thresholds)
+    gen_tokens: int = 16
+    max_tokens: int = 256
+    baseline: Path | None = setting(None, yaml=False)
+    save_baseline: Path | None = setting(None, yaml=False)
+    baseline_topk: int = 0
+    null_control: bool = False
+    reports: ReportPaths = setting(default_factory=ReportPaths, yaml=False)
+    model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
+
+    def __post_init__(self) -> None:
+        require(
+            bool(self.variants) or self.null_control or self.save_baseline is not None,
+            "variants",
+            "give at least one variant (or the null control)",
+        )
+        require(
+            self.baseline is None or self.save_baseline is None,
+            "baseline",
+            "reusing a baseline and saving one exclude each other",
+        )
+        require_count(self.gen_tokens, "gen_tokens", high=MAX_GEN_TOKENS)
+        require_count(self.max_tokens, "max_tokens", low=4)
+        require_count(self.baseline_topk, "baseline_topk")
+        require(self.prompts.is_file(), "prompts", f"{self.prompts} does not exist")
+        names = [spec.name for spec in self.specs]
+        require(len(set(names)) == len(names), "variants", "two variants have the same name")
+
+    @property
+    def specs(self) -> tuple[Any, ...]:
+        """The variants parsed (VariantSpec), each artifact path checked."""
+        from copilot_cli.regress.variants import parse_variant
+
+        try:
+            return tuple(parse_variant(v) for v in self.variants)
+        except OptionError:
+            raise
+        except InputError as exc:
+            raise OptionError("variants", exc.message) from None
+
+
+CONFIG_SCHEMA = schema_of(RegressOptions)
+
+
+def regress_options(
+    config: Path | None = None, overrides: dict[str, Any] | None = None
+) -> RegressOptions:
+    """Options from defaults, then regress.yaml (paths in it relative to its folder), then
+    `overrides` (flags; None values are not given; `thresholds` may be a partial mapping).
+
+    Raises:
+        OptionError: a refused value that came from `overrides` or a default (the CLI names
+            the flag).
+        InputError: a refused value that came from the file, naming the file and key.
+    """
+    from copilot_cli.core.config_file import load_config
+
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    given_limits = {k: v for k, v in given.pop("thresholds", {}).items() if v is not None}
+    from_file: dict[str, Any] = {}
+    if config is not None:
+        data = dict(load_config(config, CONFIG_SCHEMA))
+        file_limits = values_from_mapping(Thresholds, data.pop("thresholds", {}))
+        from_file = values_from_mapping(RegressOptions, data, base=config.resolve().parent)
+        from_file["thresholds"] = file_limits
+    limits = {**from_file.pop("thresholds", {}), **given_limits}
+    try:
+        return RegressOptions(**{**from_file, **given}, thresholds=Thresholds(**limits))
+    except OptionError as exc:
+        in_file = exc.option not in given and (
+            exc.option in from_file or (exc.option in limits and exc.option not in given_limits)
+        )
+        if not in_file or config is None:
+            raise
+        key = exc.option if exc.option in from_file else f"thresholds.{exc.option}"
+        raise InputError(exc.message, where=f"{config}: {key}") from None
