@@ -90,47 +90,47 @@ def throughput() -> None:
 def quality() -> None:
     loaded = load_model(ModelSpec())
     with tempfile.TemporaryDirectory() as tmp:
-        int8 = quantize_embeddings(loaded, QuantizeOptions(out=Path(tmp) / "8", bits=8)).report
+        int8 = quantize_embeddings(QuantizeOptions(out=Path(tmp) / "8", bits=8), loaded).report
         keep = int(0.05 * loaded.config.vocab_size)
         int4 = quantize_embeddings(
-            loaded, QuantizeOptions(out=Path(tmp) / "4", bits=4, group_size=32, keep_fp16=keep)
+            QuantizeOptions(out=Path(tmp) / "4", bits=4, group_size=32, keep_fp16=keep), loaded
         ).report
     emit(
         "INT8 per-row, shipped model: mean KL vs the 1e-3 threshold",
-        int8["logit_fidelity"]["mean_kl"],
+        int8.logit_fidelity.mean_kl,
         1e-3,
         "nats",
         goal="ours <= 1e-3",
-        passed=int8["logit_fidelity"]["mean_kl"] <= 1e-3,
+        passed=int8.logit_fidelity.mean_kl <= 1e-3,
         note=f"same top-1 {int8['logit_fidelity']['same_top1']:.4f}, "
         f"min row cosine {int8['rows']['cosine_min']:.6f}",
     )
     emit(
         "INT8 per-row, shipped model: min row cosine vs 0.999",
-        int8["rows"]["cosine_min"],
+        int8.rows.cosine_min,
         0.999,
         "cosine",
         higher_is_better=True,
         goal=">= 0.999",
-        passed=int8["rows"]["cosine_min"] >= 0.999,
+        passed=int8.rows.cosine_min >= 0.999,
     )
     emit(
         "INT4 g32 + 5% FP16 rows, shipped model: mean KL vs 1e-2",
-        int4["logit_fidelity"]["mean_kl"],
+        int4.logit_fidelity.mean_kl,
         1e-2,
         "nats",
         goal="ours <= 1e-2",
-        passed=int4["logit_fidelity"]["mean_kl"] <= 1e-2,
+        passed=int4.logit_fidelity.mean_kl <= 1e-2,
         note=f"same top-1 {int4['logit_fidelity']['same_top1']:.4f}, "
         f"{int4['memory']['bits_per_weight']:.2f} bits/weight",
     )
     emit(
         "INT8 no kept rows: bytes vs FP16 table (scales included)",
-        int8["memory"]["quantized_bytes"],
-        int8["memory"]["fp16_bytes"],
+        int8.memory.quantized_bytes,
+        int8.memory.fp16_bytes,
         "bytes",
         goal="ours/peer <= 0.52",
-        passed=int8["memory"]["ratio_vs_fp16"] <= 0.52,
+        passed=int8.memory.ratio_vs_fp16 <= 0.52,
     )
 
 

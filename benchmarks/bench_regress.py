@@ -27,7 +27,7 @@ def main() -> None:
     loaded = load_model(ModelSpec())
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        quantize_embeddings(loaded, QuantizeOptions(out=root / "q8", prompts=None))
+        quantize_embeddings(QuantizeOptions(out=root / "q8", prompts=None), loaded)
         compile_templates(CompileOptions(REPO_ROOT / "templates", root / "b"), loaded.tokenizer)
         prefill_sources(
             loaded,

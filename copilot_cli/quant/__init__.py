@@ -2,11 +2,14 @@
 
 from copilot_cli.quant.apply import apply_quantized_embeddings, load_quantized, swapped_embeddings
 from copilot_cli.quant.module import QuantizedEmbedding, QuantizedLMHead
-from copilot_cli.quant.quantizer import QuantizeOptions, QuantizeResult, quantize_embeddings
+from copilot_cli.quant.options import QuantizeOptions
+from copilot_cli.quant.quantizer import quantize_embeddings
+from copilot_cli.quant.results import QuantizeReport, QuantizeResult
 from copilot_cli.quant.scheme import dequantize_rows, quantize
 
 __all__ = [
     "QuantizeOptions",
+    "QuantizeReport",
     "QuantizeResult",
     "QuantizedEmbedding",
     "QuantizedLMHead",

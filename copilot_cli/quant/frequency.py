@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from copilot_cli.core.errors import InputError
+from copilot_cli.core.options import OptionError
 
 MAX_FILE_BYTES = 2_000_000
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", "target", "build", "dist"}
+
+
+# Share of replacement characters above which a file that is not UTF-8 is taken for binary
+# data rather than text in another encoding (dense Latin-1 prose has about 15%, random bytes
+# over 50%).
+MAX_UNDECODABLE = 0.3
 
 
 @dataclass
@@ -22,36 +28,70 @@ class CorpusCounts:
     files: int
     tokens: int
     corpus_hash: str
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # reason -> files
+    not_utf8: list[str] = field(default_factory=list)  # counted with bytes replaced
+
+    def notes(self) -> list[str]:
+        """What a user should hear about the corpus: files skipped, files not UTF-8."""
+        notes = [
+            f"corpus: {len(files)} {reason} file(s) skipped ({_names(files)})"
+            for reason, files in sorted(self.skipped.items())
+        ]
+        if self.not_utf8:
+            notes.append(
+                f"corpus: {len(self.not_utf8)} file(s) not UTF-8, counted with undecodable "
+                f"bytes replaced ({_names(self.not_utf8)})"
+            )
+        return notes
 
 
-def corpus_files(paths: list[Path]) -> list[Path]:
-    """Text files under `paths` (sorted, deduplicated), skipping VCS/build folders and binaries."""
+def _names(files: list[str], limit: int = 5) -> str:
+    more = f" and {len(files) - limit} more" if len(files) > limit else ""
+    return ", ".join(files[:limit]) + more
+
+
+def corpus_files(paths: list[Path], skipped: dict[str, list[str]] | None = None) -> list[Path]:
+    """Text files under `paths` (sorted, deduplicated), skipping VCS/build folders and binaries
+    (each skipped file recorded in `skipped` by reason)."""
     found: set[Path] = set()
     for root in paths:
         if not root.exists():
-            raise InputError("corpus path does not exist", where=str(root))
+            raise OptionError("corpus", f"{root} does not exist")
         if root.is_file():
             found.add(root)
             continue
         for folder, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
             found.update(Path(folder) / name for name in files)
-    return sorted(p for p in found if _is_text(p))
+    kept = []
+    for path in sorted(found):
+        reason = _not_text(path)
+        if reason is None:
+            kept.append(path)
+        elif skipped is not None:
+            skipped.setdefault(reason, []).append(str(path))
+    return kept
 
 
-def _is_text(path: Path) -> bool:
+def _not_text(path: Path) -> str | None:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
-            return False
+            return "too large"
         with path.open("rb") as handle:
-            return b"\0" not in handle.read(8192)
+            return "binary" if b"\0" in handle.read(8192) else None
     except OSError:
-        return False
+        return "unreadable"
 
 
 def count_tokens(paths: list[Path], tokenizer: Any, vocab_size: int) -> CorpusCounts:
-    """Count token ids over every text file (decoded as UTF-8 with replacement)."""
-    files = corpus_files(paths)
+    """Count token ids over every text file (decoded as UTF-8, undecodable bytes replaced).
+
+    Raises:
+        OptionError: the corpus holds no usable text (every file skipped, empty or garbage).
+    """
+    skipped: dict[str, list[str]] = {}
+    not_utf8: list[str] = []
+    files = corpus_files(paths, skipped)
     counts = torch.zeros(vocab_size, dtype=torch.int64)
     digest = hashlib.sha256()
     total = 0
@@ -68,16 +108,45 @@ def count_tokens(paths: list[Path], tokenizer: Any, vocab_size: int) -> CorpusCo
                 total += len(ids)
         batch.clear()
 
+    used = 0
     for path in files:
         data = path.read_bytes()
+        text = _decoded(data, path, skipped, not_utf8)
+        if text is None:
+            continue
         digest.update(hashlib.sha256(data).digest())
-        batch.append(data.decode("utf-8", errors="replace"))
+        batch.append(text)
+        used += 1
         if len(batch) >= 64:
             flush()
     flush()
-    return CorpusCounts(
-        counts=counts, files=len(files), tokens=total, corpus_hash=digest.hexdigest()
+    result = CorpusCounts(
+        counts=counts,
+        files=used,
+        tokens=total,
+        corpus_hash=digest.hexdigest(),
+        skipped=skipped,
+        not_utf8=not_utf8,
     )
+    if total == 0:
+        notes = "; ".join(result.notes()) or "no files"
+        raise OptionError("corpus", f"no usable text to count token frequencies on ({notes})")
+    return result
+
+
+def _decoded(
+    data: bytes, path: Path, skipped: dict[str, list[str]], not_utf8: list[str]
+) -> str | None:
+    """The file's text, or None (recorded as skipped) when it is binary data, not text."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+    if text.count("\ufffd") > MAX_UNDECODABLE * max(len(text), 1):
+        skipped.setdefault("undecodable", []).append(str(path))
+        return None
+    not_utf8.append(str(path))
+    return text
 
 
 def select_kept(

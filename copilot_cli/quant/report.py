@@ -10,6 +10,7 @@ import torch
 from copilot_cli.core.metrics import Accumulator, compare_logits
 from copilot_cli.quant.apply import swapped_embeddings
 from copilot_cli.quant.module import QuantizedEmbedding
+from copilot_cli.quant.results import FidelityReport
 
 SQNR_CAP_DB = 200.0  # an exact row has infinite SQNR; report it as this
 
@@ -49,7 +50,7 @@ def logit_fidelity(
     module: QuantizedEmbedding,
     head: Any,
     max_tokens: int = 512,
-) -> dict[str, Any]:
+) -> FidelityReport:
     """Mean KL(base ‖ quantized) and same-top-1 over every position of every prompt."""
     from copilot_cli.core.tokens import prompt_ids
 
@@ -64,12 +65,12 @@ def logit_fidelity(
             variant = model(ids).logits[0]
         acc.add(compare_logits(base[:-1].cpu(), variant[:-1].cpu(), ids[0, 1:].cpu()))
     summary = acc.summary()
-    return {
-        "prompts": len(prompts),
-        "positions": summary.positions,
-        "mean_kl": summary.kl_mean,
-        "kl_se": summary.kl_se,
-        "max_kl": summary.kl_max,
-        "same_top1": summary.same_top1,
-        "ppl_ratio": summary.ppl_ratio,
-    }
+    return FidelityReport(
+        prompts=len(prompts),
+        positions=summary.positions,
+        mean_kl=summary.kl_mean,
+        kl_se=summary.kl_se,
+        max_kl=summary.kl_max,
+        same_top1=summary.same_top1,
+        ppl_ratio=summary.ppl_ratio,
+    )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from copilot_cli.core.errors import InputError
+from copilot_cli.core.options import OptionError
 
 SUPPORTED_BITS = (8, 4)
 SUPPORTED_GROUPS = (32, 64, 128)
@@ -46,27 +46,26 @@ def check_finite(table: torch.Tensor, what: str) -> None:
     if bad.numel():
         ids = ", ".join(str(i) for i in bad[:10].tolist())
         more = f" and {bad.numel() - 10} more" if bad.numel() > 10 else ""
-        raise InputError(
-            f"{what} has NaN or Inf values in the rows of token ids {ids}{more}", where="--model"
+        raise OptionError(
+            "model", f"{what} has NaN or Inf values in the rows of token ids {ids}{more}"
         )
 
 
 def check_bits(bits: int, group_size: int, cols: int) -> None:
     if bits not in SUPPORTED_BITS:
-        raise InputError(
-            f"{bits} is not supported; choose one of {', '.join(map(str, SUPPORTED_BITS))}",
-            where="--bits",
+        raise OptionError(
+            "bits", f"{bits} is not supported; choose one of {', '.join(map(str, SUPPORTED_BITS))}"
         )
     if bits == 4:
         if group_size not in SUPPORTED_GROUPS:
-            raise InputError(
+            raise OptionError(
+                "group_size",
                 f"{group_size} is not supported; choose one of "
                 f"{', '.join(map(str, SUPPORTED_GROUPS))}",
-                where="--group-size",
             )
         if cols % group_size:
-            raise InputError(
-                f"the hidden size {cols} is not a multiple of {group_size}", where="--group-size"
+            raise OptionError(
+                "group_size", f"the hidden size {cols} is not a multiple of {group_size}"
             )
 
 

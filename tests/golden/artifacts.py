@@ -37,8 +37,8 @@ def build_all(out: Path) -> dict[str, str]:
     prefill_kv(PrefillOptions(out=out / "kv", bundle=out / "templates"), loaded)
     for bits in (8, 4):
         quantize_embeddings(
-            loaded,
             QuantizeOptions(out=out / f"quant{bits}", bits=bits, keep_fp16=64, prompts=None),
+            loaded,
         )
     chunk_repository(
         ChunkOptions(

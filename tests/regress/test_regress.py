@@ -26,7 +26,7 @@ def shipped():
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory, shipped):
     root = tmp_path_factory.mktemp("regress")
-    quantize_embeddings(shipped, QuantizeOptions(out=root / "q8", prompts=None))
+    quantize_embeddings(QuantizeOptions(out=root / "q8", prompts=None), shipped)
     prefill_sources(
         shipped,
         [
