@@ -161,8 +161,8 @@ def main() -> None:
             higher_is_better=True,
             goal="ratio >= 1",
             passed=megabytes / ours_seconds >= fastest,
-            note=f"{megabytes:.1f} MB, {result.summary['files']} files, "
-            f"{result.summary['chunks_written']} chunks",
+            note=f"{megabytes:.1f} MB, {result.summary.files} files, "
+            f"{result.summary.chunks_written} chunks",
         )
 
 

@@ -48,7 +48,7 @@ def main() -> None:
         "s",
         goal="ratio >= 10",
         passed=first / second >= 10 and same,
-        note=f"{result.summary['files']} files, {result.summary['cache_hits']} cache hits, "
+        note=f"{result.summary.files} files, {result.summary.cache_hits} cache hits, "
         f"identical output: {same}",
     )
 

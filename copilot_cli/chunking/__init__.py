@@ -1,5 +1,6 @@
 """Repository chunking: entity-aligned, token-exact, lossless, deduplicated, ranked."""
 
-from copilot_cli.chunking.chunker import ChunkOptions, ChunkResult, chunk_repository
+from copilot_cli.chunking.chunker import chunk_repository
+from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 
-__all__ = ["ChunkOptions", "ChunkResult", "chunk_repository"]
+__all__ = ["ChunkOptions", "ChunkResult", "ChunkSummary", "chunk_repository"]

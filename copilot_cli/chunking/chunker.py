@@ -8,78 +8,25 @@ import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from copilot_cli import __version__
 from copilot_cli.chunking.dedup import dedupe, line_hashes, rolling_repeats
 from copilot_cli.chunking.files import FileReport, chunk_file
+from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
 from copilot_cli.chunking.walk import read_regular, walk
+from copilot_cli.core import progress
 from copilot_cli.core.artifacts import atomic_write, canonical_json, write_bytes
-from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
+from copilot_cli.core.models import context_length, default_model, load_tokenizer
+from copilot_cli.core.options import OptionError
 
 FORMAT = "copilot-opt.chunks"
 FORMAT_VERSION = 1
 CHUNKER_VERSION = "5"  # bump when chunk boundaries change, to invalidate caches
-
-
-@dataclass(frozen=True)
-class ChunkOptions:
-    """Settings of chunk.
-
-    Attributes:
-        repo: the repository folder.
-        out: the JSONL file to write.
-        max_tokens: no chunk (scope header included) exceeds this many tokens.
-        reserve: tokens kept free for the instruction header; max_tokens + reserve must fit
-            the model's context.
-        include, exclude: glob patterns on repository-relative paths.
-        jobs: worker processes (default: all cores).
-        registry: where to write the ranked chunk registry (JSON), or None.
-        use_gitignore: honour .gitignore files.
-        size_limit: files larger than this many bytes are skipped.
-        repeat_window: lines per window of the rolling hash that finds repeated spans.
-        use_cache: reuse per-file results keyed by content hash and options.
-        follow_symlinks: follow links whose resolved path is inside the repository and not
-            ignored (off: links are skipped, as git stores them as paths, not content).
-    """
-
-    repo: Path
-    out: Path
-    max_tokens: int = 384
-    reserve: int = 128
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    jobs: int | None = None
-    registry: Path | None = None
-    use_gitignore: bool = True
-    size_limit: int = 1_000_000
-    repeat_window: int = 8
-    use_cache: bool = True
-    follow_symlinks: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.repo.exists():
-            raise InputError("repository folder does not exist", where=str(self.repo))
-        if not self.repo.is_dir():
-            raise InputError("expected a repository folder, found a file", where=str(self.repo))
-        if self.max_tokens < 1:
-            raise InputError("must be at least 1", where="--max-tokens")
-        if self.reserve < 0:
-            raise InputError("must be 0 or more", where="--reserve")
-        if self.jobs is not None and self.jobs < 1:
-            raise InputError("must be at least 1", where="--jobs")
-
-
-@dataclass
-class ChunkResult:
-    out: Path
-    summary: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
 
 
 _worker: dict[str, Any] = {}
@@ -116,24 +63,27 @@ def _report_to_json(report: FileReport) -> dict[str, Any]:
     }
 
 
-def chunk_repository(
-    options: ChunkOptions, tokenizer: Any, context_length: int | None = None
-) -> ChunkResult:
+def chunk_repository(options: ChunkOptions, tokenizer: Any | None = None) -> ChunkResult:
     """Walk, chunk, deduplicate and rank a repository; write the JSONL (and registry).
+    Loads `options.tokenizer` (default: the default model's) when none is handed in.
 
     Raises:
-        InputError: missing repository, a budget below 1, or max_tokens + reserve beyond the
-            model's context.
+        OptionError: max_tokens + reserve beyond the model's context, or a bad setting.
     """
     started = time.perf_counter()
-    if context_length is not None and options.max_tokens + options.reserve > context_length:
-        raise InputError(
-            f"--max-tokens {options.max_tokens} + --reserve {options.reserve} "
-            f"exceed the model's context of {context_length}",
-            where="--max-tokens",
+    if tokenizer is None:
+        with progress.progress("loading tokenizer"):
+            tokenizer = load_tokenizer(
+                options.tokenizer or default_model(), allow_download=options.allow_download
+            )
+    limit = context_limit(getattr(tokenizer, "name_or_path", "") or options.tokenizer)
+    if limit is not None and options.max_tokens + options.reserve > limit:
+        raise OptionError(
+            "max_tokens",
+            f"max_tokens {options.max_tokens} + reserve {options.reserve} exceed the model's "
+            f"context of {limit}",
         )
     tok_fp = tokenizer_fingerprint(tokenizer)
-    options_key = f"{CHUNKER_VERSION}|{tok_fp}|{options.max_tokens}"
     walked = walk(
         options.repo,
         use_gitignore=options.use_gitignore,
@@ -142,65 +92,152 @@ def chunk_repository(
         size_limit=options.size_limit,
         follow_symlinks=options.follow_symlinks,
     )
-    cache = cache_dir() / "chunks"
-    results: dict[str, dict[str, Any]] = {}
-    contents: dict[str, int] = {}  # sizes only: file bytes are not kept in memory
-    pending: list[tuple[str, str, int]] = []
-    keys: dict[str, str] = {}
-    cache_hits = 0
-    for real, rel in walked.files:
-        try:
-            data = read_regular(real)
-        except OSError:
-            walked.skip("unreadable", rel)
-            continue
-        contents[rel] = len(data)
-        keys[rel] = _cache_key(data, rel, options_key)
-        cached = cache / f"{keys[rel]}.json"
-        if options.use_cache and cached.is_file():
-            try:
-                results[rel] = json.loads(cached.read_text(encoding="utf-8"))
-                cache_hits += 1
-                continue
-            except ValueError:
-                pass
-        pending.append((str(real), rel, options.max_tokens))
+    with progress.progress(f"chunking {options.repo}"):
+        run = _Run(options, tokenizer, f"{CHUNKER_VERSION}|{tok_fp}|{options.max_tokens}")
+        run.collect(walked)
+        run.chunk_pending(walked)
+    chunks, modes = run.chunks()
+    written, folded, near = dedupe(chunks)
+    repeats = rolling_repeats(
+        {rel: tuple(r["lines"]) for rel, r in run.results.items()}, options.repeat_window
+    )
+    _write(options, tok_fp, written, modes, repeats)
+    warnings = []
+    if not run.results:
+        warnings.append(f"{options.repo}: no files to chunk (empty repository or all skipped)")
+    counts = (len(written), len(chunks), folded, near, len(repeats))
+    summary = _summary(run, walked, chunks, counts, time.perf_counter() - started)
+    return ChunkResult(out=options.out, summary=summary, warnings=warnings)
 
-    jobs = options.jobs or os.cpu_count() or 1
-    if pending:
-        if jobs > 1 and len(pending) > 8:
-            with ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(tokenizer,)) as pool:
-                outcomes = list(pool.map(_chunk_one, pending, chunksize=8))
+
+def _summary(
+    run: _Run,
+    walked: Any,
+    chunks: list[dict[str, Any]],
+    counts: tuple[int, int, int, int, int],
+    seconds: float,
+) -> ChunkSummary:
+    results = run.results
+    languages: dict[str, int] = {}
+    for report in results.values():
+        languages[report["language"]] = languages.get(report["language"], 0) + 1
+    written, total, folded, near, repeats = counts
+    return ChunkSummary(
+        files=len(results),
+        chunks_written=written,
+        chunks_total=total,
+        exact_duplicates_folded=folded,
+        near_duplicates_marked=near,
+        repeated_spans=repeats,
+        languages=dict(sorted(languages.items())),
+        fallback_files=sorted(r for r, rep in results.items() if rep["mode"] == "fallback"),
+        parse_errors=sorted(r for r, rep in results.items() if rep["parse_error"]),
+        non_utf8_files=sorted(r for r, rep in results.items() if rep["non_utf8"]),
+        skipped=dict(sorted(walked.skipped.items())),
+        skipped_paths={k: v[:20] for k, v in sorted(walked.skipped_paths.items())},
+        max_chunk_tokens=max((c["token_count"] for c in chunks), default=0),
+        bytes=sum(run.sizes.values()),
+        cache_hits=run.cache_hits,
+        seconds=round(seconds, 3),
+    )
+
+
+def context_limit(source: str) -> int | None:
+    """The model's context when `source` is a model folder (a bare tokenizer has none)."""
+    config = Path(source or default_model()) / "config.json"
+    if not config.is_file():
+        return None
+    from transformers import AutoConfig
+
+    try:
+        return context_length(AutoConfig.from_pretrained(config.parent, local_files_only=True))
+    except Exception:  # a tokenizer-only folder or an unknown config: no context check
+        return None
+
+
+class _Run:
+    """One chunk run: which files come from the cache, which are chunked, and the results."""
+
+    def __init__(self, options: ChunkOptions, tokenizer: Any, options_key: str) -> None:
+        self.options = options
+        self.tokenizer = tokenizer
+        self.options_key = options_key
+        self.cache = cache_dir() / "chunks"
+        self.results: dict[str, dict[str, Any]] = {}
+        self.sizes: dict[str, int] = {}  # sizes only: file bytes are not kept in memory
+        self.keys: dict[str, str] = {}
+        self.pending: list[tuple[str, str, int]] = []
+        self.cache_hits = 0
+
+    def collect(self, walked: Any) -> None:
+        """Results of unchanged files from the cache; the rest queued."""
+        for real, rel in walked.files:
+            try:
+                data = read_regular(real)
+            except OSError:
+                walked.skip("unreadable", rel)
+                continue
+            self.sizes[rel] = len(data)
+            self.keys[rel] = _cache_key(data, rel, self.options_key)
+            cached = self.cache / f"{self.keys[rel]}.json"
+            if self.options.use_cache and cached.is_file():
+                try:
+                    self.results[rel] = json.loads(cached.read_text(encoding="utf-8"))
+                    self.cache_hits += 1
+                    continue
+                except ValueError:
+                    pass
+            self.pending.append((str(real), rel, self.options.max_tokens))
+
+    def chunk_pending(self, walked: Any) -> None:
+        """Chunk the queued files (in worker processes when there are enough) and cache them."""
+        if not self.pending:
+            return
+        jobs = self.options.jobs or os.cpu_count() or 1
+        if jobs > 1 and len(self.pending) > 8:
+            with ProcessPoolExecutor(
+                jobs, initializer=_init_worker, initargs=(self.tokenizer,)
+            ) as pool:
+                outcomes = list(pool.map(_chunk_one, self.pending, chunksize=8))
         else:
-            _init_worker(tokenizer)
-            outcomes = [_chunk_one(job) for job in pending]
+            _init_worker(self.tokenizer)
+            outcomes = [_chunk_one(job) for job in self.pending]
         for outcome in outcomes:
             rel = outcome["path"]
             if "error" in outcome:
                 walked.skip("unreadable", rel)
-                contents.pop(rel, None)
+                self.sizes.pop(rel, None)
                 continue
-            results[rel] = _report_to_json(outcome["report"])
-            results[rel]["lines"] = outcome["lines"]
-            if options.use_cache:
+            self.results[rel] = _report_to_json(outcome["report"])
+            self.results[rel]["lines"] = outcome["lines"]
+            if self.options.use_cache:
                 with contextlib.suppress(OSError):
                     write_bytes(
-                        cache / f"{keys[rel]}.json", json.dumps(results[rel]).encode("utf-8")
+                        self.cache / f"{self.keys[rel]}.json",
+                        json.dumps(self.results[rel]).encode("utf-8"),
                     )
 
-    chunks = []
-    modes = {}
-    for rel in sorted(results):
-        report = results[rel]
-        modes[rel] = report["mode"]
-        for chunk in report["chunks"]:
-            chunk = dict(chunk)
-            chunk["id"] = chunk["sha256"][:16]
-            chunks.append(chunk)
-    written, folded, near = dedupe(chunks)
-    repeats = rolling_repeats(
-        {rel: tuple(r["lines"]) for rel, r in results.items()}, options.repeat_window
-    )
+    def chunks(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """Every chunk in path order (with its id), and each file's mode."""
+        chunks, modes = [], {}
+        for rel in sorted(self.results):
+            report = self.results[rel]
+            modes[rel] = report["mode"]
+            for chunk in report["chunks"]:
+                chunk = dict(chunk)
+                chunk["id"] = chunk["sha256"][:16]
+                chunks.append(chunk)
+        return chunks, modes
+
+
+def _write(
+    options: ChunkOptions,
+    tok_fp: str,
+    written: list[dict[str, Any]],
+    modes: dict[str, str],
+    repeats: list[Any],
+) -> None:
+    """The chunks JSONL (a header line, then one chunk per line) and the registry."""
     header = {
         "type": "header",
         "format": FORMAT,
@@ -230,28 +267,3 @@ def chunk_repository(
             "repeated_spans": [{"lines": r.lines, "locations": r.locations} for r in repeats],
         }
         write_bytes(options.registry, canonical_json(registry).encode("utf-8"))
-    warnings = []
-    if not results:
-        warnings.append(f"{options.repo}: no files to chunk (empty repository or all skipped)")
-    languages: dict[str, int] = {}
-    for report in results.values():
-        languages[report["language"]] = languages.get(report["language"], 0) + 1
-    summary = {
-        "files": len(results),
-        "chunks_written": len(written),
-        "chunks_total": len(chunks),
-        "exact_duplicates_folded": folded,
-        "near_duplicates_marked": near,
-        "repeated_spans": len(repeats),
-        "languages": dict(sorted(languages.items())),
-        "fallback_files": sorted(r for r, rep in results.items() if rep["mode"] == "fallback"),
-        "parse_errors": sorted(r for r, rep in results.items() if rep["parse_error"]),
-        "non_utf8_files": sorted(r for r, rep in results.items() if rep["non_utf8"]),
-        "skipped": dict(sorted(walked.skipped.items())),
-        "skipped_paths": {k: v[:20] for k, v in sorted(walked.skipped_paths.items())},
-        "max_chunk_tokens": max((c["token_count"] for c in chunks), default=0),
-        "bytes": sum(contents.values()),
-        "cache_hits": cache_hits,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
-    return ChunkResult(out=options.out, summary=summary, warnings=warnings)

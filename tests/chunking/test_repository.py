@@ -81,15 +81,15 @@ def test_large_entities_are_split_with_scope_headers(tmp_path, tokenizer):
 def test_exact_and_near_duplicates_and_repeated_spans(sample):
     _, result, _, chunks = sample
     summary = result.summary
-    assert summary["exact_duplicates_folded"] >= 1
+    assert summary.exact_duplicates_folded >= 1
     retry = [
         c
         for c in chunks
         if any(loc["path"] == "src/kvstore/legacy/retry.py" for loc in c["locations"])
     ]
     assert retry and all(len(c["locations"]) == 2 for c in retry)  # same file twice: folded
-    assert summary["near_duplicates_marked"] >= 1
-    assert summary["repeated_spans"] >= 1
+    assert summary.near_duplicates_marked >= 1
+    assert summary.repeated_spans >= 1
 
 
 def test_registry_ranks_central_definitions_first(sample):
@@ -108,7 +108,7 @@ def test_registry_ranks_central_definitions_first(sample):
 
 def test_non_utf8_file_is_reported_with_exact_offsets(sample):
     _, result, _, chunks = sample
-    assert "src/kvstore/legacy/customers_latin1.py" in result.summary["non_utf8_files"]
+    assert "src/kvstore/legacy/customers_latin1.py" in result.summary.non_utf8_files
     parts = [c for c in chunks if c["path"] == "src/kvstore/legacy/customers_latin1.py"]
     data = (SAMPLE / "src/kvstore/legacy/customers_latin1.py").read_bytes()
     assert parts[-1]["end_byte"] == len(data)
@@ -124,9 +124,9 @@ def test_same_input_same_bytes_and_parallel_equals_serial(tmp_path, tokenizer):
 def test_second_run_is_served_from_the_cache(tmp_path, tokenizer):
     first, _, _ = run(SAMPLE, tmp_path / "a.jsonl", tokenizer, use_cache=True)
     second, _, _ = run(SAMPLE, tmp_path / "b.jsonl", tokenizer, use_cache=True)
-    assert second.summary["cache_hits"] == second.summary["files"]
+    assert second.summary.cache_hits == second.summary.files
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
-    assert first.summary["files"] == second.summary["files"]
+    assert first.summary.files == second.summary.files
 
 
 def test_code_differing_only_in_comments_and_spacing_is_a_near_duplicate(tmp_path, tokenizer):

@@ -111,4 +111,4 @@ def test_cli_missing_repository_exit_2(runner, tmp_path):
 def test_unchanged_run_uses_cache(tmp_path, tokenizer, messy):
     first, _, _ = run(messy, tmp_path / "a", tokenizer, use_cache=True)
     second, _, _ = run(messy, tmp_path / "b", tokenizer, use_cache=True)
-    assert second.summary["cache_hits"] == first.summary["files"]
+    assert second.summary.cache_hits == first.summary.files

@@ -1,0 +1,109 @@
+"""Settings and results of chunk (no torch import: the CLI builds these)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.core.options import require, require_count, setting
+from copilot_cli.paths import REPO_ROOT
+
+MAX_TOKENS = 1 << 20  # and never more than the model's context (checked at run time)
+
+
+def max_jobs() -> int:
+    """Worker processes beyond the cores only add memory and start-up time."""
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ChunkOptions:
+    """Settings of chunk.
+
+    Attributes:
+        repo: the repository folder.
+        out: the JSONL file to write.
+        max_tokens: no chunk (scope header included) exceeds this many tokens.
+        reserve: tokens kept free for the instruction header; max_tokens + reserve must fit
+            the model's context.
+        include, exclude: glob patterns on repository-relative paths.
+        jobs: worker processes (default: all cores; at most the number of cores).
+        registry: where to write the ranked chunk registry (JSON), or None.
+        use_gitignore: honour .gitignore files.
+        size_limit: files larger than this many bytes are skipped.
+        repeat_window: lines per window of the rolling hash that finds repeated spans.
+        use_cache: reuse per-file results keyed by content hash and options.
+        follow_symlinks: follow links whose resolved path is inside the repository and not
+            ignored (off: links are skipped, as git stores them as paths, not content).
+        tokenizer: tokenizer or model folder ("" = the default model); a model folder also
+            gives the context limit.
+    """
+
+    repo: Path = setting(REPO_ROOT / "sample_data" / "repo", yaml=False)
+    out: Path = setting(Path("build/chunks.jsonl"), yaml=False)
+    max_tokens: int = 384
+    reserve: int = 128
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    jobs: int | None = None
+    registry: Path | None = setting(None, yaml=False)
+    use_gitignore: bool = True
+    size_limit: int = 1_000_000
+    repeat_window: int = 8
+    use_cache: bool = True
+    follow_symlinks: bool = False
+    tokenizer: str = setting("", yaml=False)
+    allow_download: bool = setting(False, yaml=False)
+
+    def __post_init__(self) -> None:
+        require(self.repo.exists(), "repo", f"repository folder {self.repo} does not exist")
+        require(self.repo.is_dir(), "repo", f"expected a repository folder, {self.repo} is a file")
+        require_count(self.max_tokens, "max_tokens", low=1, high=MAX_TOKENS)
+        require_count(self.reserve, "reserve", high=MAX_TOKENS)
+        if self.jobs is not None:
+            require_count(self.jobs, "jobs", low=1, high=max_jobs())
+        require_count(self.size_limit, "size_limit", low=1)
+        require_count(self.repeat_window, "repeat_window", low=1, high=10_000)
+        require(not self.out.is_dir(), "out", f"{self.out} is a folder; give a file path")
+        if self.registry is not None:
+            require(
+                not self.registry.is_dir(), "registry", f"{self.registry} is a folder; give a file"
+            )
+
+
+@dataclass(frozen=True)
+class ChunkSummary:
+    """What a chunk run did (the CLI's --json output, with `out`)."""
+
+    files: int
+    chunks_written: int
+    chunks_total: int
+    exact_duplicates_folded: int
+    near_duplicates_marked: int
+    repeated_spans: int
+    languages: dict[str, int]
+    fallback_files: list[str]
+    parse_errors: list[str]
+    non_utf8_files: list[str]
+    skipped: dict[str, int]
+    skipped_paths: dict[str, list[str]]  # up to 20 per reason
+    max_chunk_tokens: int
+    bytes: int
+    cache_hits: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ChunkResult:
+    out: Path
+    summary: ChunkSummary
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), **self.summary.to_dict()}
