@@ -12,6 +12,7 @@ import jinja2
 from jinja2 import nodes
 
 from copilot_cli import __version__
+from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     canonical_json,
     sealed,
@@ -39,7 +40,8 @@ from copilot_cli.prompts.bundle import (
 )
 from copilot_cli.prompts.chat import chat_environment, prefix_through_chat, split_messages
 from copilot_cli.prompts.errors import TemplateError
-from copilot_cli.prompts.sandbox import ENV_OPTIONS, RenderLimits, make_environment
+from copilot_cli.prompts.options import CompileOptions
+from copilot_cli.prompts.sandbox import ENV_OPTIONS, make_environment
 from copilot_cli.prompts.source import (
     PARTS_DIR,
     TemplateSource,
@@ -53,32 +55,6 @@ _VOLATILE_TEXT = re.compile(
     r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    """Settings of compile-templates.
-
-    Attributes:
-        src: the template folder (templates at any depth, shared parts under `parts/`).
-        out: the bundle folder to write.
-        min_prefix_tokens: warn when a static prefix is shorter than this (with a tokenizer).
-        limits: what one render may cost (output size, loop iterations, seconds); stored in
-            the bundle, which renders within them.
-    """
-
-    src: Path
-    out: Path
-    min_prefix_tokens: int = 64
-    limits: RenderLimits = field(default_factory=RenderLimits)
-
-    def __post_init__(self) -> None:
-        if not self.src.exists():
-            raise InputError("template folder does not exist", where=str(self.src))
-        if not self.src.is_dir():
-            raise InputError("expected a template folder, found a file", where=str(self.src))
-        if self.out.exists() and not self.out.is_dir():
-            raise InputError("output must be a folder", where=str(self.out))
 
 
 @dataclass
@@ -329,6 +305,54 @@ class _Compiler:
             warnings.append("no samples: the template was not rendered at compile time")
         return prefix, info, warnings
 
+    def entry(
+        self,
+        source: TemplateSource,
+        units: _Units,
+        runtime: TemplateRuntime,
+        chat: dict[str, Any] | None,
+        previous: dict[str, dict[str, Any]],
+    ) -> tuple[dict[str, Any], str]:
+        """The manifest entry of `source`, reused from `previous` when its hash is unchanged."""
+        closure = template_closure(source.rel_path, units.parse)
+        variables, var_warnings = self.check_variables(source, units)
+        content_hash = self.content_hash(source, closure, units, chat)
+        old = previous.get(source.name)
+        if old and old.get("content_hash") == content_hash and old.get("unit") == source.rel_path:
+            return old, "unchanged"
+        renders = self.render_samples(source, runtime, units)
+        if source.format == "chat":
+            bodies = [
+                runtime.render_body(source.rel_path, content_hash, with_defaults(source.schema, s))
+                for s in source.samples
+            ]
+            self.check_chat(source, runtime, units, bodies)
+        prefix, info, warnings = self.prefix(source, units, runtime, renders)
+        return {
+            "name": source.name,
+            "unit": source.rel_path,
+            "source": source.rel_path,
+            "description": source.description,
+            "version": source.version,
+            "format": source.format,
+            "content_hash": content_hash,
+            "source_sha256": sha256_bytes(source.raw),
+            "unit_sha256": sha256_text(units.source(source.rel_path)),
+            "body_line": source.body_line,
+            "parts": closure,
+            "variables": variables,
+            "schema": source.schema,
+            "samples": len(source.samples),
+            "sample_render_sha256": [sha256_text(r) for r in renders],
+            "static_prefix": prefix,
+            "static_prefix_sha256": sha256_text(prefix),
+            "static_prefix_tokens": info.get("tokens"),
+            "static_prefix_stopped_at": info["stopped_at"],
+            "static_prefix_shortened_chars": info.get("shortened_chars", 0),
+            "tokenizer_fingerprint": self.tokenizer_fp,
+            "warnings": var_warnings + warnings,
+        }, "compiled"
+
     def check_chat(
         self,
         source: TemplateSource,
@@ -367,19 +391,26 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
 
     All or nothing: any failure raises before a single file in `out` changes. Templates whose
     content hash (own source, parts, environment, tokenizer) is unchanged are not recomputed,
-    and files whose bytes are unchanged are not rewritten.
+    and files whose bytes are unchanged are not rewritten. Loads `options.tokenizer` when none
+    is handed in (unless `use_tokenizer` is off).
 
     Raises:
         TemplateError: a template is malformed, unsafe, uses an undeclared variable, or one of
             its samples fails to validate or render (with file:line where known).
         InputError: the folder is missing or holds no template.
     """
+    if tokenizer is None and options.use_tokenizer:
+        from copilot_cli.core.models import default_model, load_tokenizer
+
+        with progress.progress("loading tokenizer"):
+            tokenizer = load_tokenizer(
+                options.tokenizer or default_model(), allow_download=options.allow_download
+            )
     compiler = _Compiler(options, tokenizer)
     sources, part_files = compiler.load_sources()
     units = _Units(options.src, sources, part_files, compiler.environment)
     chat = compiler.chat_info(sources)
     previous = _previous_entries(options.out)
-
     for _, rel in part_files:  # every part must compile, used or not
         units.parse(rel)
     all_units = [*units.part_paths, *(source.rel_path for source in sources)]
@@ -387,67 +418,46 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
         units.check_compiles(rel)
     text_by_unit = {rel: units.source(rel) for rel in all_units}
     runtime = TemplateRuntime(text_by_unit, chat, options.limits)
-
     entries, reports = [], []
-    for source in sources:
-        closure = template_closure(source.rel_path, units.parse)
-        variables, var_warnings = compiler.check_variables(source, units)
-        content_hash = compiler.content_hash(source, closure, units, chat)
-        old = previous.get(source.name)
-        if old and old.get("content_hash") == content_hash and old.get("unit") == source.rel_path:
-            entry, status = old, "unchanged"
-        else:
-            renders = compiler.render_samples(source, runtime, units)
-            if source.format == "chat":
-                bodies = [
-                    runtime.render_body(
-                        source.rel_path, content_hash, with_defaults(source.schema, s)
-                    )
-                    for s in source.samples
-                ]
-                compiler.check_chat(source, runtime, units, bodies)
-            prefix, info, warnings = compiler.prefix(source, units, runtime, renders)
-            entry = {
-                "name": source.name,
-                "unit": source.rel_path,
-                "source": source.rel_path,
-                "description": source.description,
-                "version": source.version,
-                "format": source.format,
-                "content_hash": content_hash,
-                "source_sha256": sha256_bytes(source.raw),
-                "unit_sha256": sha256_text(text_by_unit[source.rel_path]),
-                "body_line": source.body_line,
-                "parts": closure,
-                "variables": variables,
-                "schema": source.schema,
-                "samples": len(source.samples),
-                "sample_render_sha256": [sha256_text(r) for r in renders],
-                "static_prefix": prefix,
-                "static_prefix_sha256": sha256_text(prefix),
-                "static_prefix_tokens": info.get("tokens"),
-                "static_prefix_stopped_at": info["stopped_at"],
-                "static_prefix_shortened_chars": info.get("shortened_chars", 0),
-                "tokenizer_fingerprint": compiler.tokenizer_fp,
-                "warnings": var_warnings + warnings,
-            }
-            status = "compiled"
-        entries.append(entry)
-        reports.append(
-            TemplateReport(
-                name=source.name,
-                source=source.rel_path,
-                status=status,
-                variables=entry["variables"],
-                static_prefix_chars=len(entry["static_prefix"]),
-                static_prefix_tokens=entry["static_prefix_tokens"],
-                static_prefix_sha256=entry["static_prefix_sha256"],
-                shortened_chars=entry.get("static_prefix_shortened_chars", 0),
-                warnings=entry["warnings"],
-            )
-        )
+    with progress.progress("compiling templates"):
+        for source in sources:
+            entry, status = compiler.entry(source, units, runtime, chat, previous)
+            entries.append(entry)
+            reports.append(_template_report(entry, status))
+    manifest = _manifest(options, compiler, chat, units, text_by_unit, entries)
+    written = _write_bundle(options.out, text_by_unit, sealed(manifest))
+    return CompileResult(
+        out=options.out,
+        templates=sorted(reports, key=lambda r: r.name),
+        parts=sorted(units.part_paths),
+        files_written=written,
+        links=dict(sorted(compiler.links.items())),
+    )
 
-    manifest = {
+
+def _template_report(entry: dict[str, Any], status: str) -> TemplateReport:
+    return TemplateReport(
+        name=entry["name"],
+        source=entry["source"],
+        status=status,
+        variables=entry["variables"],
+        static_prefix_chars=len(entry["static_prefix"]),
+        static_prefix_tokens=entry["static_prefix_tokens"],
+        static_prefix_sha256=entry["static_prefix_sha256"],
+        shortened_chars=entry.get("static_prefix_shortened_chars", 0),
+        warnings=entry["warnings"],
+    )
+
+
+def _manifest(
+    options: CompileOptions,
+    compiler: _Compiler,
+    chat: dict[str, Any] | None,
+    units: _Units,
+    text_by_unit: dict[str, str],
+    entries: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "copilot_opt_version": __version__,
@@ -467,14 +477,6 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
         },
         "templates": sorted(entries, key=lambda e: e["name"]),
     }
-    written = _write_bundle(options.out, text_by_unit, sealed(manifest))
-    return CompileResult(
-        out=options.out,
-        templates=sorted(reports, key=lambda r: r.name),
-        parts=sorted(units.part_paths),
-        files_written=written,
-        links=dict(sorted(compiler.links.items())),
-    )
 
 
 def _write_bundle(out: Path, text_by_unit: dict[str, str], manifest: dict[str, Any]) -> list[str]:

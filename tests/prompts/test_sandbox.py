@@ -213,9 +213,9 @@ MACRO_BOMBS = [
     "{% set a = m() %}{{ a | length }}",
     "{% set a %}{% for i in range(1000) %}{{ ('x' * 999999) | list }}{% endfor %}{% endset %}"
     "{{ a | length }}",
-    "{% macro m() %}{% for i in range(100000) %}{% for j in range(9) %}"
-    "0123456789012345678901234567890123456789{% endfor %}{% endfor %}{% endmacro %}"
-    "{{ m() | length }}",
+    "{% macro m() %}{% for i in range(1000) %}{% for j in range(9) %}"
+    + "0123456789" * 400
+    + "{% endfor %}{% endfor %}{% endmacro %}{{ m() | length }}",
 ]
 
 

@@ -11,7 +11,8 @@ from tests.prompts.conftest import write_template
 
 
 def _compile(template_dir, out, tokenizer=None):
-    return compile_templates(CompileOptions(template_dir, out), tokenizer)
+    options = CompileOptions(template_dir, out, use_tokenizer=tokenizer is not None)
+    return compile_templates(options, tokenizer)
 
 
 def _prefix(template_dir, tmp_path, body, **kw):
