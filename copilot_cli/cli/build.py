@@ -7,9 +7,8 @@ from typing import Annotated
 
 from rich.table import Table
 
-from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, stdout_console
-from copilot_cli.core import progress
-from copilot_cli.core.errors import CheckFailed
+from copilot_cli.cli.common import JsonOpt, cell, handle_errors, note, option, print_json
+from copilot_cli.cli.common import stdout_console as console
 
 
 @handle_errors
@@ -23,7 +22,8 @@ def build_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Run compile-templates, prefill-kv, chunk, quantize and regress; skip what did not change."""
-    from copilot_cli.build import BuildOptions, run_build
+    from copilot_cli.core import progress
+    from copilot_cli.pipeline import BuildOptions, run_build
 
     options = BuildOptions(config=config, out=out, force=force, dry_run=dry_run)
     with progress.progress("building"):
@@ -31,15 +31,15 @@ def build_command(
     if json_output:
         print_json(result.to_dict())
     else:
-        table = Table(title=("plan" if dry_run else "build") + f" {out}", title_justify="left")
+        table = Table(
+            title=cell(("plan" if dry_run else "build") + f" {out}"), title_justify="left"
+        )
         for column in ("step", "action", "why", "seconds"):
             table.add_column(column)
         for step in result.steps:
-            table.add_row(
-                step.name, step.action, step.reason, f"{step.seconds:.2f}" if step.seconds else ""
-            )
-        stdout_console.print(table)
+            seconds = f"{step.seconds:.2f}" if step.seconds else ""
+            table.add_row(cell(step.name), step.action, cell(step.reason), seconds)
+        console.print(table)
         if result.verdict:
-            stdout_console.print(f"regress verdict: {result.verdict}; manifest: {result.manifest}")
-    if result.verdict == "fail":
-        raise CheckFailed("regress found a regression (see build/reports/regress.html)")
+            note(f"regress verdict: {result.verdict}; manifest: {result.manifest}")
+    result.raise_for_failures()

@@ -118,20 +118,24 @@ class RegressOptions:
         require_count(self.max_tokens, "max_tokens", low=4)
         require_count(self.baseline_topk, "baseline_topk")
         require(self.prompts.is_file(), "prompts", f"{self.prompts} does not exist")
-        names = [spec.name for spec in self.specs]
+        names = [spec.name for spec in self.parsed(check_paths=False)]
         require(len(set(names)) == len(names), "variants", "two variants have the same name")
 
     @property
     def specs(self) -> tuple[Any, ...]:
-        """The variants parsed (VariantSpec), each artifact path checked."""
+        """The variants parsed (VariantSpec), each artifact path checked (at run time: in a
+        build, the artifacts are made by the steps before)."""
+        return self.parsed(check_paths=True)
+
+    def parsed(self, *, check_paths: bool) -> tuple[Any, ...]:
         from copilot_cli.regress.variants import parse_variant
 
         try:
-            return tuple(parse_variant(v) for v in self.variants)
+            return tuple(parse_variant(v, check_paths=check_paths) for v in self.variants)
         except OptionError:
             raise
         except InputError as exc:
-            raise OptionError("variants", exc.message) from None
+            raise OptionError("variants", f"{exc.where}: {exc.message}") from None
 
 
 CONFIG_SCHEMA = schema_of(RegressOptions)

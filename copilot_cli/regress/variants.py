@@ -57,8 +57,11 @@ class VariantSpec:
         return "+".join(f"{c.kind}={c.arg}" for c in self.components)
 
 
-def parse_variant(text: str, kinds: tuple[str, ...] = KINDS) -> VariantSpec:
-    """Parse `NAME=KIND=ARG+KIND=ARG` or `KIND=ARG+...` (the name is then the spec itself)."""
+def parse_variant(
+    text: str, kinds: tuple[str, ...] = KINDS, *, check_paths: bool = True
+) -> VariantSpec:
+    """Parse `NAME=KIND=ARG+KIND=ARG` or `KIND=ARG+...` (the name is then the spec itself);
+    with `check_paths`, the quant/kv artifacts must exist."""
     head, sep, rest = text.partition("=")
     if not sep:
         raise OptionError("variants", f"{text!r} is not NAME=KIND=ARG (kinds: {', '.join(kinds)})")
@@ -79,7 +82,7 @@ def parse_variant(text: str, kinds: tuple[str, ...] = KINDS) -> VariantSpec:
             raise OptionError("variants", f"kv-dtype must be one of {', '.join(KV_DTYPES)}")
         if kind == "prune":
             prune_options(arg)
-        if kind in ("quant", "kv") and not Path(arg).exists():
+        if check_paths and kind in ("quant", "kv") and not Path(arg).exists():
             raise InputError(f"{kind} artifact does not exist", where=arg)
         components.append(Component(kind, arg))
     seen = [c.kind for c in components]

@@ -25,7 +25,7 @@ def _snapshot(folder: Path) -> dict[str, tuple[str, int]]:
 def test_syntax_error_names_file_and_line(template_dir, tmp_path):
     write_template(template_dir, "broken.j2", "line one\nline two {% if %}\nline three\n")
     with pytest.raises(TemplateError) as info:
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     # front matter takes lines 1-10 of the file; the bad tag is on body line 2
     assert info.value.file == "broken.j2"
     assert (
@@ -39,14 +39,14 @@ def test_syntax_error_in_a_part_names_the_part(template_dir, tmp_path):
     (template_dir / "parts" / "bad.j2").write_text("ok\n{% if %}\n")
     write_template(template_dir, "t.j2", '{% include "parts/bad.j2" %}{{ x }}')
     with pytest.raises(TemplateError) as info:
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     assert (info.value.file, info.value.line) == ("parts/bad.j2", 2)
 
 
 def test_undeclared_variable_is_named(template_dir, tmp_path):
     write_template(template_dir, "t.j2", "{{ x }} and {{ secret_thing }}")
     with pytest.raises(TemplateError, match="'secret_thing' is used but not declared"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_undeclared_variable_inside_an_include_is_found(template_dir, tmp_path):
@@ -54,13 +54,13 @@ def test_undeclared_variable_inside_an_include_is_found(template_dir, tmp_path):
     (template_dir / "parts" / "p.j2").write_text("{{ hidden }}")
     write_template(template_dir, "t.j2", '{% include "parts/p.j2" %}{{ x }}')
     with pytest.raises(TemplateError, match="'hidden'"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_declared_but_unused_is_a_warning(template_dir, tmp_path):
     inputs = {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "string"}}}
     write_template(template_dir, "t.j2", "{{ x }}", inputs=inputs)
-    result = compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+    result = compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     assert any("'y' is declared but never used" in w for w in result.warnings)
 
 
@@ -77,20 +77,20 @@ def test_schema_invalid_sample_gives_the_json_path(template_dir, tmp_path):
         samples=[{"x": {"n": 1}}, {"x": {"n": "one"}}],
     )
     with pytest.raises(TemplateError, match=r"samples\[1\]\.x\.n: 'one' is not of type 'integer'"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_sample_that_fails_to_render_names_the_line(template_dir, tmp_path):
     write_template(template_dir, "t.j2", "ok\n{{ x.missing.deeper }}\n")
     with pytest.raises(TemplateError, match="samples\\[0\\] fails to render") as info:
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     assert info.value.line is not None
 
 
 def test_non_utf8_template(template_dir, tmp_path):
     (template_dir / "latin.j2").write_bytes(b"---\nname: x\n---\ncaf\xe9 {{ x }}\n")
     with pytest.raises(TemplateError, match="not UTF-8") as info:
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     assert info.value.file == "latin.j2"
 
 
@@ -98,24 +98,24 @@ def test_duplicate_names(template_dir, tmp_path):
     write_template(template_dir, "a.j2", "{{ x }}", name="same")
     write_template(template_dir, "b.j2", "{{ x }}", name="same")
     with pytest.raises(TemplateError, match=r"'same' is also used by a\.j2"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_missing_front_matter_and_unknown_key(template_dir, tmp_path):
     (template_dir / "plain.j2").write_text("{{ x }}")
     with pytest.raises(TemplateError, match="front matter"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     (template_dir / "plain.j2").write_text(
         "---\nname: a\ndescription: d\nversion: 1\ninputs: {}\nfavourite: 1\n---\nx"
     )
     with pytest.raises(TemplateError, match="unknown front matter key 'favourite'"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_dynamic_include_is_refused(template_dir, tmp_path):
     write_template(template_dir, "t.j2", "{% include x %}")
     with pytest.raises(TemplateError, match="constant"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_failure_leaves_the_previous_bundle_untouched(template_dir, tmp_path):

@@ -29,7 +29,7 @@ def test_escape_payloads_fail_and_execute_nothing(template_dir, tmp_path, payloa
     monkeypatch.chdir(tmp_path)
     write_template(template_dir, "evil.j2", payload + "{{ x }}")
     with pytest.raises(TemplateError) as info:
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     assert "evil.j2" in str(info.value)
     assert not (tmp_path / "PWNED").exists()
     assert not (tmp_path / "out").exists()
@@ -39,7 +39,7 @@ def test_include_outside_the_folder_is_refused(template_dir, tmp_path):
     (tmp_path / "secret.j2").write_text("SECRET")
     write_template(template_dir, "t.j2", '{% include "../secret.j2" %}{{ x }}')
     with pytest.raises(TemplateError, match="parts/"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_symlinked_part_leading_outside_is_refused(template_dir, tmp_path):
@@ -48,7 +48,7 @@ def test_symlinked_part_leading_outside_is_refused(template_dir, tmp_path):
     os.symlink(tmp_path / "secret.j2", template_dir / "parts" / "link.j2")
     write_template(template_dir, "t.j2", '{% include "parts/link.j2" %}{{ x }}')
     with pytest.raises(TemplateError):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_huge_outputs_fail_fast_in_bounded_memory(template_dir, tmp_path, body):
     tracemalloc.start()
     try:
         with pytest.raises(TemplateError, match=r"t\.j2"):
-            compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+            compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -127,7 +127,7 @@ def test_work_bombs_stop_at_compile_naming_the_line(template_dir, tmp_path, body
     tracemalloc.start()
     try:
         with pytest.raises(TemplateError) as info:
-            compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+            compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -143,7 +143,9 @@ def test_the_time_budget_stops_slow_work_that_passes_every_other_limit(template_
     write_template(template_dir, "slow.j2", body + "{{ x }}")
     limits = RenderLimits(max_seconds=0.2)
     with pytest.raises(TemplateError, match=r"slow\.j2:\d+.*longer than 0\.2 s"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out", limits=limits))
+        compile_templates(
+            CompileOptions(template_dir, tmp_path / "out", limits=limits, use_tokenizer=False)
+        )
 
 
 RENDER_BOMB = (
@@ -225,7 +227,7 @@ def test_text_built_inside_macros_and_blocks_is_bounded(template_dir, tmp_path, 
     tracemalloc.start()
     try:
         with pytest.raises(TemplateError, match=r"bomb\.j2:\d+"):
-            compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+            compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -239,7 +241,7 @@ def test_a_linked_subfolder_leading_out_of_the_folder_is_refused(template_dir, t
     write_template(template_dir, "t.j2", "{{ x }}")
     os.symlink(outside, template_dir / "parts")
     with pytest.raises(TemplateError, match="parts: is a link that resolves outside"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
     assert not (tmp_path / "out").exists()
 
 
@@ -248,7 +250,7 @@ def test_a_link_loop_is_refused_naming_the_link(template_dir, tmp_path):
     (template_dir / "sub").mkdir()
     os.symlink("..", template_dir / "sub" / "back")
     with pytest.raises(TemplateError, match="sub/back: is a link that loops"):
-        compile_templates(CompileOptions(template_dir, tmp_path / "out"))
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
 def test_links_inside_the_folder_are_followed_and_reported(template_dir, tmp_path, runner):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from copilot_cli.build import BuildOptions, run_build
-from copilot_cli.build.lock import build_lock
 from copilot_cli.cli import app
+from copilot_cli.pipeline import BuildOptions, run_build
+from copilot_cli.pipeline.lock import build_lock
 
 REPO = Path(__file__).resolve().parents[2]
 

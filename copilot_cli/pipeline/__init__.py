@@ -1,0 +1,6 @@
+"""The pipeline: one config, every capability as a content-hashed step, incremental."""
+
+from copilot_cli.pipeline.builder import BuildOptions, BuildResult, run_build
+from copilot_cli.pipeline.config import BuildConfig, load_build_config
+
+__all__ = ["BuildConfig", "BuildOptions", "BuildResult", "load_build_config", "run_build"]

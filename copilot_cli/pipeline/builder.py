@@ -1,0 +1,188 @@
+"""build: run the pipeline as a graph of content-hashed steps, skipping what did not change."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.core.errors import CheckFailed
+from copilot_cli.core.options import require
+from copilot_cli.pipeline.config import load_build_config
+from copilot_cli.pipeline.lock import build_lock
+from copilot_cli.pipeline.manifest import Manifest, digest, tree_hashes
+from copilot_cli.pipeline.steps import Context, Step, StepOutcome, make_steps
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Settings of build: the config file, the output folder, --force and --dry-run."""
+
+    config: Path = Path("copilot-opt.yaml")
+    out: Path = Path("build")
+    force: bool = False
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        require(self.config.is_file(), "config", f"{self.config} does not exist")
+        require(
+            not (self.out.exists() and not self.out.is_dir()), "out", f"{self.out} is not a folder"
+        )
+
+
+@dataclass
+class StepReport:
+    name: str
+    action: str  # "run" | "skip" | "ran" | "skipped" | "failed"
+    reason: str
+    seconds: float = 0.0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    steps: list[StepReport]
+    verdict: str | None  # "pass" | "fail" | None (no gate ran on these artifacts)
+    manifest: Path
+
+    def raise_for_failures(self) -> None:
+        """Raise CheckFailed (exit 1) when the gate failed."""
+        if self.verdict == "fail":
+            raise CheckFailed(f"regress found a regression (see {self.out}/reports/regress.html)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "verdict": self.verdict,
+            "manifest": str(self.manifest),
+            "steps": [s.__dict__ for s in self.steps],
+        }
+
+
+def _outputs(step: Step) -> dict[str, str]:
+    hashes: dict[str, str] = {}
+    for path in step.outputs:
+        if path.exists():
+            for rel, sha in tree_hashes(path).items():
+                hashes[f"{path.name}/{rel}" if path.is_dir() else path.name] = sha
+    return hashes
+
+
+def _why(
+    step: Step,
+    previous: dict[str, Any] | None,
+    inputs: dict[str, Any],
+    force: bool,
+    upstream_runs: list[str],
+) -> str | None:
+    """Why the step must run (None: it can be skipped)."""
+    if force:
+        return "--force"
+    if previous is None:
+        return "never built"
+    ran = [n for n in upstream_runs if n in step.needs]
+    if ran:
+        return f"{', '.join(ran)} will run"
+    old = previous.get("inputs", {})
+    changed = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
+    if changed:
+        return f"inputs changed: {', '.join(changed)}"
+    if previous.get("outputs") != _outputs(step):
+        return "outputs missing or modified"
+    return None
+
+
+def run_build(options: BuildOptions) -> BuildResult:
+    """Run (or with dry_run, plan) the pipeline described by the config.
+
+    Each finished step is recorded in build-manifest.json at once, so an interrupted build
+    resumes from the steps that finished, and a failing step leaves the last good record. The
+    manifest's verdict is cleared before anything changes and set only when the gate has judged
+    the artifacts beside it.
+
+    Raises:
+        InputError: a bad config (naming the key and line) or missing inputs.
+        BuildLocked: another build is running on the same output folder.
+        CheckFailed: a step's check failed (prefill-kv verify): exit 1.
+    """
+    config = load_build_config(options.config, options.out)
+    ctx = Context(config, options.out)
+    steps = make_steps(config)
+    if options.dry_run:
+        return _plan(options, steps, ctx)
+    with build_lock(options.out):
+        manifest = Manifest(options.out)
+        manifest.data["config"] = str(options.config.resolve())
+        manifest.data["verdict"] = None  # until the gate judges what this build leaves
+        manifest.save()
+        reports: list[StepReport] = []
+        ran: list[str] = []
+        verdicts: list[str] = []
+        for step in steps:
+            report, verdict = _step(step, ctx, manifest, options.force, ran)
+            reports.append(report)
+            if verdict is not None:
+                verdicts.append(verdict)
+        verdict = None if not verdicts else ("fail" if "fail" in verdicts else "pass")
+        manifest.data["verdict"] = verdict
+        manifest.data["inputs_hash"] = digest(
+            {n: s.get("inputs_hash") for n, s in sorted(manifest.data["steps"].items())}
+        )
+        manifest.save()
+    return BuildResult(options.out, reports, verdict, manifest.path)
+
+
+def _plan(options: BuildOptions, steps: list[Step], ctx: Context) -> BuildResult:
+    manifest = Manifest(options.out)
+    will_run: list[str] = []
+    reports = []
+    for step in steps:
+        reason = _why(step, manifest.step(step.name), step.inputs(ctx), options.force, will_run)
+        if reason:
+            will_run.append(step.name)
+        action = "run" if reason else "skip"
+        reports.append(StepReport(step.name, action, reason or "inputs and outputs unchanged"))
+    return BuildResult(options.out, reports, None, manifest.path)
+
+
+def _step(
+    step: Step, ctx: Context, manifest: Manifest, force: bool, ran: list[str]
+) -> tuple[StepReport, str | None]:
+    """Run or skip one step; record it; raise CheckFailed when its check failed."""
+    previous = manifest.step(step.name)
+    inputs = step.inputs(ctx)
+    reason = _why(step, previous, inputs, force, ran)
+    if reason is None:
+        summary = previous.get("summary", {})
+        report = StepReport(step.name, "skipped", "inputs and outputs unchanged", summary=summary)
+        return report, previous.get("verdict")
+    started = time.perf_counter()
+    outcome = step.run(ctx)
+    seconds = time.perf_counter() - started
+    _record(manifest, step, inputs, outcome, seconds)
+    if outcome.failures:
+        raise CheckFailed("; ".join(outcome.failures))
+    ran.append(step.name)
+    report = StepReport(step.name, "ran", reason, round(seconds, 3), outcome.summary)
+    return report, outcome.verdict
+
+
+def _record(
+    manifest: Manifest, step: Step, inputs: dict[str, Any], outcome: StepOutcome, seconds: float
+) -> None:
+    entry = {
+        "inputs": inputs,
+        "inputs_hash": digest(inputs),
+        "outputs": _outputs(step),
+        "seconds": round(seconds, 3),
+        "summary": {**outcome.summary, **({"passed": False} if outcome.failures else {})},
+    }
+    if outcome.verdict is not None:
+        entry["verdict"] = outcome.verdict
+    if outcome.failures:
+        entry["failures"] = outcome.failures
+        entry["inputs_hash"] = None  # a failed step is never skipped next time
+        entry["inputs"] = {}
+    manifest.record(step.name, entry)

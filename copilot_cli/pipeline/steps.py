@@ -1,0 +1,268 @@
+"""The pipeline's steps: what each reads (hashed), what it writes, and which library call it is.
+
+A step only maps the config to its capability's one entry point and condenses the typed
+result into the summary the manifest keeps. Whether a step stops the build (`failures`) or
+gives the verdict (`verdict`, the regress gate) is said by its outcome, not by its name.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from copilot_cli import __version__
+from copilot_cli.core.options import to_jsonable
+from copilot_cli.pipeline.config import BuildConfig
+from copilot_cli.pipeline.manifest import digest, file_sha, tree_hashes
+
+
+@dataclass
+class StepOutcome:
+    summary: dict[str, Any]
+    failures: list[str] = field(default_factory=list)  # a check failed: the build stops
+    verdict: str | None = None  # "pass" | "fail" from a gate step
+
+
+class Context:
+    """Lazily loaded model and tokenizer: a build whose steps are all skipped loads neither."""
+
+    def __init__(self, config: BuildConfig, out: Path) -> None:
+        self.config = config
+        self.out = out
+        self._loaded: Any = None
+        self._tokenizer: Any = None
+        self._model_files: str | None = None
+
+    def model_files(self) -> str:
+        """Hash of the model folder's files, computed once per build (every step reads it)."""
+        if self._model_files is None:
+            folder = Path(self.config.model.name_or_path)
+            self._model_files = digest(tree_hashes(folder) if folder.exists() else str(folder))
+        return self._model_files
+
+    def loaded(self) -> Any:
+        if self._loaded is None:
+            from copilot_cli.core.models import load_model
+
+            self._loaded = load_model(self.config.model)
+        return self._loaded
+
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            if self._loaded is not None:
+                self._tokenizer = self._loaded.tokenizer
+            else:
+                from copilot_cli.core.models import load_tokenizer
+
+                self._tokenizer = load_tokenizer(self.config.model.name_or_path)
+        return self._tokenizer
+
+    def base_inputs(self, options: Any) -> dict[str, Any]:
+        """What every step's inputs hold: the tool, the model files and the step's options."""
+        settings = {k: v for k, v in to_jsonable(options).items() if k != "model"}
+        return {"tool": __version__, "model": self.model_files(), "options": digest(settings)}
+
+
+class Step(abc.ABC):
+    """A node of the pipeline graph."""
+
+    name: str
+    needs: tuple[str, ...] = ()
+    outputs: tuple[Path, ...] = ()
+
+    @abc.abstractmethod
+    def inputs(self, ctx: Context) -> dict[str, Any]:
+        """What the step reads, hashed: it reruns when any value changes."""
+
+    @abc.abstractmethod
+    def run(self, ctx: Context) -> StepOutcome:
+        """Run the step's capability; the summary is what the manifest keeps."""
+
+
+class CompileStep(Step):
+    name = "compile-templates"
+
+    def __init__(self, config: BuildConfig) -> None:
+        self.options = config.compile
+        self.outputs = (config.compile.out,)
+
+    def inputs(self, ctx: Context) -> dict[str, Any]:
+        return {
+            **ctx.base_inputs(self.options),
+            "templates": digest(tree_hashes(self.options.src)),
+        }
+
+    def run(self, ctx: Context) -> StepOutcome:
+        from copilot_cli.prompts import compile_templates
+
+        result = compile_templates(self.options, ctx.tokenizer())
+        return StepOutcome(
+            {
+                "templates": len(result.templates),
+                "recompiled": sum(t.status == "compiled" for t in result.templates),
+                "warnings": result.warnings,
+            }
+        )
+
+
+class PrefillStep(Step):
+    name = "prefill-kv"
+    needs = ("compile-templates",)
+
+    def __init__(self, config: BuildConfig) -> None:
+        assert config.prefill is not None
+        self.bundle = config.compile.out
+        self.options = config.prefill
+        self.outputs = (config.prefill.out,)
+
+    def inputs(self, ctx: Context) -> dict[str, Any]:
+        bundle = digest(tree_hashes(self.bundle)) if self.bundle.exists() else None
+        return {**ctx.base_inputs(self.options), "bundle": bundle}
+
+    def run(self, ctx: Context) -> StepOutcome:
+        from copilot_cli.kv import prefill_kv
+
+        result = prefill_kv(replace(self.options, bundle=self.bundle), ctx.loaded())
+        summary = {
+            "prefixes": len(result.prefixes),
+            "prefix_tokens": result.sum_prefix_tokens,
+            "distinct_tokens": result.distinct_tokens,
+            "computed_tokens": result.computed_tokens,
+            "bytes": result.bytes_on_disk,
+        }
+        if result.verify:
+            summary["verify_max_abs_diff"] = max(r.max_abs_diff for r in result.verify)
+        failures = (
+            [f"prefill-kv --verify failed for {', '.join(result.failures)}"]
+            if result.failures
+            else []
+        )
+        return StepOutcome(summary, failures)
+
+
+class ChunkStep(Step):
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self.name = f"chunk:{options.repo.name}"
+        self.outputs = (options.out, options.registry)
+
+    def inputs(self, ctx: Context) -> dict[str, Any]:
+        from copilot_cli.chunking.walk import walk
+
+        o = self.options
+        files = walk(
+            o.repo,
+            use_gitignore=o.use_gitignore,
+            include=o.include,
+            exclude=o.exclude,
+            size_limit=o.size_limit,
+            follow_symlinks=o.follow_symlinks,
+        ).files
+        return {
+            **ctx.base_inputs(self.options),
+            "files": digest([(rel, file_sha(p)) for p, rel in files]),
+        }
+
+    def run(self, ctx: Context) -> StepOutcome:
+        from copilot_cli.chunking import chunk_repository
+
+        s = chunk_repository(self.options, ctx.tokenizer()).summary
+        return StepOutcome(
+            {
+                "files": s.files,
+                "chunks_written": s.chunks_written,
+                "chunks_total": s.chunks_total,
+                "exact_duplicates_folded": s.exact_duplicates_folded,
+                "near_duplicates_marked": s.near_duplicates_marked,
+                "skipped": s.skipped,
+            }
+        )
+
+
+class QuantizeStep(Step):
+    name = "quantize"
+
+    def __init__(self, config: BuildConfig) -> None:
+        assert config.quantize is not None
+        self.options = config.quantize
+        self.outputs = (config.quantize.out,)
+
+    def inputs(self, ctx: Context) -> dict[str, Any]:
+        o = self.options
+        return {
+            **ctx.base_inputs(o),
+            "corpus": digest([tree_hashes(c) for c in o.corpus]),
+            "prompts": digest(tree_hashes(o.prompts)) if o.prompts else None,
+        }
+
+    def run(self, ctx: Context) -> StepOutcome:
+        from copilot_cli.quant import quantize_embeddings
+
+        report = quantize_embeddings(self.options, ctx.loaded()).report
+        return StepOutcome(
+            {
+                "scheme": report.scheme,
+                "fp16_bytes": report.memory.fp16_bytes,
+                "quantized_bytes": report.memory.quantized_bytes,
+                "mean_kl": report.logit_fidelity.mean_kl if report.logit_fidelity else None,
+            }
+        )
+
+
+class RegressStep(Step):
+    """The gate: its outcome is the build's verdict."""
+
+    name = "regress"
+
+    def __init__(self, config: BuildConfig, upstream: dict[str, Path]) -> None:
+        assert config.regress is not None
+        self.options = config.regress
+        self.upstream = upstream  # step name -> the artifact regress reads from it
+        self.needs = tuple(upstream)
+        self.outputs = (config.regress.reports.json.parent,)
+
+    def inputs(self, ctx: Context) -> dict[str, Any]:
+        return {
+            **ctx.base_inputs(self.options),
+            "upstream": {
+                name: digest(tree_hashes(path)) if path.exists() else None
+                for name, path in sorted(self.upstream.items())
+            },
+            "prompts": digest(tree_hashes(self.options.prompts)),
+        }
+
+    def run(self, ctx: Context) -> StepOutcome:
+        from copilot_cli.regress import run_regress
+
+        result = run_regress(self.options, ctx.loaded())
+        summary = {
+            "passed": result.passed,
+            "variants": {
+                v.name: {
+                    "passed": v.passed,
+                    "mean_kl": v.summary.kl_mean,
+                    "same_top1": v.summary.same_top1,
+                    "failures": v.failures,
+                }
+                for v in result.variants
+            },
+        }
+        return StepOutcome(summary, verdict="pass" if result.passed else "fail")
+
+
+def make_steps(config: BuildConfig) -> list[Step]:
+    """The steps the config switches on, each after the steps it reads from."""
+    steps: list[Step] = [CompileStep(config)]
+    upstream: dict[str, Path] = {}
+    if config.prefill is not None:
+        steps.append(PrefillStep(config))
+        upstream["prefill-kv"] = config.prefill.out
+    steps.extend(ChunkStep(options) for options in config.chunks)
+    if config.quantize is not None:
+        steps.append(QuantizeStep(config))
+        upstream["quantize"] = config.quantize.out
+    if config.regress is not None:
+        steps.append(RegressStep(config, upstream))
+    return steps
