@@ -15,12 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit
 
 from copilot_cli.core.models import ModelSpec, load_model
-from copilot_cli.kv import PrefillOptions, prefill_sources
-from copilot_cli.kv.builder import prefixes_from_bundle
+from copilot_cli.kv import PrefillOptions, prefill_kv
+from copilot_cli.paths import DEFAULT_PROMPTS, REPO_ROOT
 from copilot_cli.prompts import CompileOptions, compile_templates
 from copilot_cli.quant import QuantizeOptions, quantize_embeddings
-from copilot_cli.quant.quantizer import DEFAULT_PROMPTS, REPO_ROOT
-from copilot_cli.regress import RegressOptions, parse_variant, run_regress
+from copilot_cli.regress import RegressOptions, run_regress
 
 
 def main() -> None:
@@ -29,19 +28,12 @@ def main() -> None:
         root = Path(tmp)
         quantize_embeddings(QuantizeOptions(out=root / "q8", prompts=None), loaded)
         compile_templates(CompileOptions(REPO_ROOT / "templates", root / "b"), loaded.tokenizer)
-        prefill_sources(
-            loaded,
-            prefixes_from_bundle(root / "b", loaded.tokenizer_fingerprint),
-            PrefillOptions(out=root / "kv"),
-        )
-        variants = tuple(
-            parse_variant(v)
-            for v in (f"q8=quant={root / 'q8'}", f"cached=kv={root / 'kv'}", "i8=kv-dtype=int8")
-        )
+        prefill_kv(PrefillOptions(out=root / "kv", bundle=root / "b"), loaded)
+        variants = (f"q8=quant={root / 'q8'}", f"cached=kv={root / 'kv'}", "i8=kv-dtype=int8")
         started = time.perf_counter()
-        result = run_regress(loaded, RegressOptions(prompts=DEFAULT_PROMPTS, variants=variants))
+        result = run_regress(RegressOptions(prompts=DEFAULT_PROMPTS, variants=variants), loaded)
         wall = time.perf_counter() - started
-    prompts = result.provenance["prompt_count"]
+    prompts = result.provenance.prompt_count
     emit(
         f"regress {prompts} prompts x 3 variants (quant, kv, kv-dtype) wall time vs 60 s budget",
         wall,
@@ -54,11 +46,11 @@ def main() -> None:
     timing = result.timing
     emit(
         "regress metric computation vs model forward time",
-        timing["metric_seconds"],
-        timing["forward_seconds"],
+        timing.metric_seconds,
+        timing.forward_seconds,
         "s",
         goal="ours/peer <= 0.10 (ratio >= 10)",
-        passed=timing["metric_share"] <= 0.10,
+        passed=timing.metric_share <= 0.10,
     )
 
 

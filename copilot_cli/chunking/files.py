@@ -99,6 +99,28 @@ def _fallback_pieces(file: FileText) -> list[Piece]:
     return pieces
 
 
+def _split(
+    file: FileText, data: bytes, language: str, mode: str, report: FileReport
+) -> tuple[list, list[tuple[int, int]] | None, Any, list[Piece]]:
+    """(entities, comment ranges, child splitter, top-level pieces) of a file: tree-sitter for
+    code that parses, sentences for prose, blank-line blocks otherwise (noted in `report`)."""
+    parser = parser_for(language) if mode == "code" else None
+    tree = parser.parse(data) if parser is not None else None
+    if tree is not None and not tree.root_node.has_error:
+        return (
+            entities_fast(language, tree.root_node),
+            comment_ranges(language, tree.root_node),
+            code.make_children(file),
+            code.top_level_pieces(file, tree.root_node),
+        )
+    if mode == "prose":
+        markdown = language == "markdown"
+        return [], None, prose.make_children(file, markdown), prose.top_level_pieces(file, markdown)
+    report.parse_error = tree is not None
+    report.mode = "fallback"
+    return [], None, None, _fallback_pieces(file)
+
+
 def chunk_file(data: bytes, rel: str, counter: TokenCounter, budget: int) -> FileReport:
     """Split one file's bytes into chunks of at most `budget` tokens that cover it exactly."""
     language, mode = language_of(rel)
@@ -111,25 +133,7 @@ def chunk_file(data: bytes, rel: str, counter: TokenCounter, budget: int) -> Fil
     report = FileReport(path=rel, language=language, chunks=[], mode=mode, non_utf8=non_utf8)
     if not data:
         return report
-    entities: list = []
-    comments: list[tuple[int, int]] | None = None
-    children = None
-    pieces: list[Piece]
-    parser = parser_for(language) if mode == "code" else None
-    tree = parser.parse(data) if parser is not None else None
-    if tree is not None and not tree.root_node.has_error:
-        entities = entities_fast(language, tree.root_node)
-        comments = comment_ranges(language, tree.root_node)
-        children = code.make_children(file)
-        pieces = code.top_level_pieces(file, tree.root_node)
-    elif mode == "prose":
-        markdown = language == "markdown"
-        children = prose.make_children(file, markdown)
-        pieces = prose.top_level_pieces(file, markdown)
-    else:
-        report.parse_error = tree is not None
-        report.mode = "fallback"
-        pieces = _fallback_pieces(file)
+    entities, comments, children, pieces = _split(file, data, language, mode, report)
     packer = Packer(file, counter, budget, rel, children)
     entity_starts = [e.start for e in entities]
     if mode == "code" or mode == "fallback" or mode == "prose":

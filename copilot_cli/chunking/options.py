@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.core.options import require, require_count, setting
+from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.paths import REPO_ROOT
 
 MAX_TOKENS = 1 << 20  # and never more than the model's context (checked at run time)
@@ -59,6 +59,7 @@ class ChunkOptions:
     allow_download: bool = setting(False, yaml=False)
 
     def __post_init__(self) -> None:
+        coerce_paths(self)
         require(self.repo.exists(), "repo", f"repository folder {self.repo} does not exist")
         require(self.repo.is_dir(), "repo", f"expected a repository folder, {self.repo} is a file")
         require_count(self.max_tokens, "max_tokens", low=1, high=MAX_TOKENS)

@@ -15,7 +15,8 @@ from copilot_cli.cli.model_info import model_info
 from copilot_cli.cli.prune import prune_command
 from copilot_cli.cli.quant import quantize_command
 from copilot_cli.cli.regress import regress_command
-from copilot_cli.cli.templates import compile_templates_command, render_command
+from copilot_cli.cli.render import render_command
+from copilot_cli.cli.templates import compile_templates_command
 from copilot_cli.core import progress
 
 app = typer.Typer(

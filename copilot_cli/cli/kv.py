@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
-from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 
 
 @handle_errors

@@ -9,7 +9,7 @@ from copilot_cli.cli.common import (
     print_json,
     stdout_console,
 )
-from copilot_cli.cli.model_options import (
+from copilot_cli.cli.params import (
     AllowDownloadOpt,
     DeviceOpt,
     DtypeOpt,

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, note, option, print_json
-from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 from copilot_cli.cli.outputs import check_output_file
+from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 
 
 @handle_errors

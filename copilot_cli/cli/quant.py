@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
-from copilot_cli.cli.model_options import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 from copilot_cli.paths import DEFAULT_PROMPTS
 
 

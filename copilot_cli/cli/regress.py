@@ -7,13 +7,18 @@ from pathlib import Path
 from typing import Annotated
 
 from copilot_cli.cli.common import handle_errors, option
-from copilot_cli.cli.model_options import (
+from copilot_cli.cli.params import (
     AllowDownloadOpt,
     DeviceOpt,
     DtypeOpt,
     ModelOpt,
     model_spec,
+    path_option,
 )
+
+# flags whose value is the option of the same name (the rest are mapped below)
+SAME_NAMED = ("prompts", "gen_tokens", "max_tokens", "baseline", "save_baseline", "baseline_topk")
+THRESHOLDS = ("max_mean_kl", "min_same_top1", "max_prompt_kl")
 
 
 @handle_errors
@@ -23,12 +28,10 @@ def regress_command(
         option("--variant", "-v", help="NAME=KIND=ARG[+KIND=ARG] (quant, kv, kv-dtype, prune)."),
     ] = None,
     model: ModelOpt = "",
-    prompts: Annotated[Path | None, option("--prompts", help="Prompts JSONL.")] = None,
+    prompts: path_option("--prompts", "Prompts JSONL.") = None,
     config: Annotated[Path | None, option("--config", "-c", help="regress.yaml.")] = None,
-    save_baseline: Annotated[
-        Path | None, option("--save-baseline", help="Store the base model's log-probs here.")
-    ] = None,
-    baseline: Annotated[Path | None, option("--baseline", help="Reuse stored log-probs.")] = None,
+    save_baseline: path_option("--save-baseline", "Store the base model's log-probs here.") = None,
+    baseline: path_option("--baseline", "Reuse stored log-probs.") = None,
     baseline_topk: Annotated[
         int | None, option("--baseline-topk", help="Store top-k log-probs (0 = full vocab).")
     ] = None,
@@ -47,9 +50,9 @@ def regress_command(
     json_path: Annotated[
         str | None, option("--json", help="Write the JSON report here (- for stdout).")
     ] = None,
-    junit: Annotated[Path | None, option("--junit", help="Write JUnit XML here.")] = None,
-    markdown: Annotated[Path | None, option("--markdown", help="Write Markdown here.")] = None,
-    html: Annotated[Path | None, option("--html", help="Write the HTML report here.")] = None,
+    junit: path_option("--junit", "Write JUnit XML here.") = None,
+    markdown: path_option("--markdown", "Write Markdown here.") = None,
+    html: path_option("--html", "Write the HTML report here.") = None,
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "auto",
     allow_download: AllowDownloadOpt = False,
@@ -59,29 +62,16 @@ def regress_command(
     from copilot_cli.regress import ReportPaths, regress_options, run_regress
     from copilot_cli.regress.reports import to_json
 
-    to_stdout = json_path == "-"
+    flags, to_stdout = dict(locals()), json_path == "-"
+    json_file = None if to_stdout or not json_path else Path(json_path)
     options = regress_options(
         config,
         {
-            "prompts": prompts,
+            **{name: flags[name] for name in SAME_NAMED},
             "variants": tuple(variants) if variants else None,
-            "thresholds": {
-                "max_mean_kl": max_mean_kl,
-                "min_same_top1": min_same_top1,
-                "max_prompt_kl": max_prompt_kl,
-            },
-            "gen_tokens": gen_tokens,
-            "max_tokens": max_tokens,
-            "baseline": baseline,
-            "save_baseline": save_baseline,
-            "baseline_topk": baseline_topk,
+            "thresholds": {name: flags[name] for name in THRESHOLDS},
             "null_control": null_control or None,
-            "reports": ReportPaths(
-                json=None if to_stdout or not json_path else Path(json_path),
-                junit=junit,
-                markdown=markdown,
-                html=html,
-            ),
+            "reports": ReportPaths(json=json_file, junit=junit, markdown=markdown, html=html),
             "model": model_spec(model, device, dtype, allow_download),
         },
     )

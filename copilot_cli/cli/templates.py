@@ -1,26 +1,14 @@
-"""`copilot-opt compile-templates` and `copilot-opt render`."""
+"""`copilot-opt compile-templates`."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
-from copilot_cli.cli.model_options import AllowDownloadOpt
-
-TokenizerOpt = Annotated[
-    str,
-    option(
-        "--tokenizer",
-        "--model",
-        "-m",
-        help="Tokenizer (or model) folder for token counts and boundary checks "
-        "(default: the shipped model's).",
-    ),
-]
+from copilot_cli.cli.params import AllowDownloadOpt, TokenizerOpt
 
 
 @handle_errors
@@ -58,33 +46,3 @@ def compile_templates_command(
         print_json(result.to_dict())
     else:
         show(result)
-
-
-@handle_errors
-def render_command(
-    bundle: Annotated[Path, typer.Argument(help="Bundle folder written by compile-templates.")],
-    name: Annotated[str, typer.Argument(help="Template name.")],
-    inputs: Annotated[
-        str, option("--inputs", "-i", help="JSON file with the inputs, or - for stdin.")
-    ],
-    tokenizer: TokenizerOpt = "",
-    allow_download: AllowDownloadOpt = False,
-    json_output: JsonOpt = False,
-) -> None:
-    """Render one template of a bundle with the given inputs."""
-    from copilot_cli.core.inputs import read_json_object
-    from copilot_cli.prompts import RenderOptions, render_template
-
-    options = RenderOptions(
-        bundle=bundle,
-        name=name,
-        inputs=read_json_object(inputs, "inputs file"),
-        count_tokens=json_output,
-        tokenizer=tokenizer,
-        allow_download=allow_download,
-    )
-    result = render_template(options)
-    if json_output:
-        print_json(result.to_dict())
-    else:
-        sys.stdout.write(result.text)

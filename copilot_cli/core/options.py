@@ -70,6 +70,29 @@ def require_number(
         raise OptionError(option, f"{value:g} is outside {left}{low:g}, {high:g}{right}")
 
 
+@functools.cache
+def _path_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(field name, is a tuple of paths) for every Path-typed field of an options class."""
+    out = []
+    for name, hint in _hints(cls).items():
+        inner, _ = _split_optional(hint)
+        if inner is Path:
+            out.append((name, False))
+        elif typing.get_origin(inner) is tuple and Path in typing.get_args(inner):
+            out.append((name, True))
+    return tuple(out)
+
+
+def coerce_paths(options: Any) -> None:
+    """Let library callers give paths as strings: turn them into Path in a frozen dataclass."""
+    for name, many in _path_fields(type(options)):
+        value = getattr(options, name)
+        if many and isinstance(value, (list, tuple)):
+            object.__setattr__(options, name, tuple(Path(v) for v in value))
+        elif isinstance(value, str):
+            object.__setattr__(options, name, Path(value))
+
+
 def setting(default: Any = dataclasses.MISSING, *, yaml: bool = True, **kwargs: Any) -> Any:
     """A dataclass field; `yaml=False` keeps it out of config files (paths the pipeline sets)."""
     metadata = {**kwargs.pop("metadata", {}), YAML: yaml}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from copilot_cli.core.modelspec import ModelSpec
-from copilot_cli.core.options import require, require_count, setting
+from copilot_cli.core.options import coerce_paths, require, require_count, setting
 
 MAX_BLOCK_SIZE = 1 << 16  # and never more than the model's context (checked at run time)
 
@@ -37,6 +37,7 @@ class PrefillOptions:
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
 
     def __post_init__(self) -> None:
+        coerce_paths(self)
         require(
             self.dtype in ("float32", "float16", "bfloat16"),
             "dtype",

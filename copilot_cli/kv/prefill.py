@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from copilot_cli.kv.radix import Segment
-
-SegmentSink = Callable[[Segment, list[torch.Tensor], list[torch.Tensor]], None]
 
 
 def truncate(cache: Any, length: int) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.errors import CheckFailed
-from copilot_cli.core.options import require
+from copilot_cli.core.options import coerce_paths, require
 from copilot_cli.pipeline.config import load_build_config
 from copilot_cli.pipeline.lock import build_lock
 from copilot_cli.pipeline.manifest import Manifest, digest, tree_hashes
@@ -25,6 +25,7 @@ class BuildOptions:
     dry_run: bool = False
 
     def __post_init__(self) -> None:
+        coerce_paths(self)
         require(self.config.is_file(), "config", f"{self.config} does not exist")
         require(
             not (self.out.exists() and not self.out.is_dir()), "out", f"{self.out} is not a folder"

@@ -46,6 +46,8 @@ TOP_LEVEL: dict[str, Any] = {
 # config file; `quantize.corpus` null means the repositories and the templates).
 PIPELINE_DEFAULTS: dict[str, dict[str, Any]] = {
     "prefill_kv": {"verify": True},
+    "quantize": {"corpus": None, "prompts": None},  # null: the repositories and templates /
+    # the regress prompts
     "prune": {"rate": 0.5},
     "regress": {
         "prompts": "sample_data/prompts.jsonl",
@@ -74,6 +76,17 @@ SCHEMA["properties"]["quantize"]["properties"]["corpus"] = {
     "type": ["array", "null"],
     "items": _STR,
 }
+
+
+def shown(value: Any) -> str:
+    """A default as docs/build.md shows it (YAML spelling)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -167,23 +180,7 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
             option="prefill_kv",
             fixed={"out": out / "kv", "bundle": None, "model": model},
         )
-    chunks = ()
-    if _enabled(raw, "chunk"):
-        chunks = tuple(
-            from_mapping(
-                ChunkOptions,
-                _section(raw, "chunk"),
-                base=base,
-                option="chunk",
-                fixed={
-                    "repo": repo,
-                    "out": out / "chunks" / f"{repo.name}.jsonl",
-                    "registry": out / "chunks" / f"{repo.name}.registry.json",
-                    "tokenizer": model.name_or_path,
-                },
-            )
-            for repo in repositories
-        )
+    chunks = _chunks(raw, base, out, model, repositories)
     prune = from_mapping(PruneOptions, raw["prune"], base=base, option="prune")
     quantize = _quantize(raw, base, out, model, templates, repositories)
     regress = _regress(raw, base, out, model, prune)
@@ -199,6 +196,28 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
         prune=prune,
         regress=regress,
         raw=raw,
+    )
+
+
+def _chunks(
+    raw: dict[str, Any], base: Path, out: Path, model: ModelSpec, repositories: tuple[Path, ...]
+) -> tuple[ChunkOptions, ...]:
+    if not _enabled(raw, "chunk"):
+        return ()
+    return tuple(
+        from_mapping(
+            ChunkOptions,
+            _section(raw, "chunk"),
+            base=base,
+            option="chunk",
+            fixed={
+                "repo": repo,
+                "out": out / "chunks" / f"{repo.name}.jsonl",
+                "registry": out / "chunks" / f"{repo.name}.registry.json",
+                "tokenizer": model.name_or_path,
+            },
+        )
+        for repo in repositories
     )
 
 
@@ -219,7 +238,9 @@ def _quantize(
         if corpus is not None
         else (*repositories, templates)
     )
-    prompts = _resolved(base, raw["regress"]["prompts"], "regress.prompts", folder=False)
+    prompts_key = "quantize.prompts" if section.get("prompts") else "regress.prompts"
+    prompts_value = section.pop("prompts", None) or raw["regress"]["prompts"]
+    prompts = _resolved(base, prompts_value, prompts_key, folder=False)
     return from_mapping(
         QuantizeOptions,
         section,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.core.options import require, require_count, setting
+from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.paths import REPO_ROOT
 from copilot_cli.prompts.sandbox import RenderLimits
 
@@ -36,6 +36,7 @@ class CompileOptions:
     allow_download: bool = setting(False, yaml=False)
 
     def __post_init__(self) -> None:
+        coerce_paths(self)
         require(self.src.exists(), "src", f"template folder {self.src} does not exist")
         require(self.src.is_dir(), "src", f"expected a template folder, {self.src} is a file")
         require(
@@ -62,3 +63,7 @@ class RenderOptions:
     count_tokens: bool = False
     tokenizer: str = ""
     allow_download: bool = False
+
+    def __post_init__(self) -> None:
+        coerce_paths(self)
+        require(self.bundle.is_dir(), "bundle", f"{self.bundle} is not a bundle folder")

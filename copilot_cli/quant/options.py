@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from copilot_cli.core.modelspec import ModelSpec
-from copilot_cli.core.options import require, require_count, require_number, setting
+from copilot_cli.core.options import coerce_paths, require, require_count, require_number, setting
 from copilot_cli.paths import DEFAULT_CORPUS, DEFAULT_PROMPTS
 
 SUPPORTED_BITS = (8, 4)
@@ -42,6 +42,7 @@ class QuantizeOptions:
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
 
     def __post_init__(self) -> None:
+        coerce_paths(self)
         require(
             self.keep_fp16 is None or self.keep_coverage is None,
             "keep_coverage",

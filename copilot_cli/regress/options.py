@@ -11,6 +11,7 @@ from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import (
     OptionError,
+    coerce_paths,
     require,
     require_count,
     require_number,
@@ -104,6 +105,7 @@ class RegressOptions:
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
 
     def __post_init__(self) -> None:
+        coerce_paths(self)
         require(
             bool(self.variants) or self.null_control or self.save_baseline is not None,
             "variants",

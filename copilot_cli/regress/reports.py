@@ -226,29 +226,37 @@ def html_report(result: RegressResult) -> str:
         )
     parts.append("</table>")
     for v in result.variants:
-        parts.append(
-            f"<div class='variant'><h2>{esc(v.name)}</h2><p><code>{esc(v.spec)}</code>"
-            f" on case set <code>{esc(v.case_set)}</code></p>"
-        )
-        parts.append("<h3>KL per position (log scale)</h3>" + _histogram_svg(v.kl_values))
-        worst_prompts = sorted(v.prompt_kl.items(), key=lambda kv: -kv[1])[:3]
-        parts.append("<h3>Per-position KL of the worst prompts</h3>")
-        for case, mean in worst_prompts:
-            parts.append(
-                f"<p><code>{esc(case)}</code> mean KL {mean:.3g}</p>"
-                + _line_svg(v.position_kl.get(case, []))
-            )
-        parts.append(
-            "<h3>Worst positions</h3><table><tr><th>prompt</th><th>pos</th><th>KL</th>"
-            "<th>context</th><th>base top</th><th>variant top</th></tr>"
-        )
-        for w in v.worst:
-            parts.append(
-                f"<tr><td>{esc(w.case)}</td><td>{w.position}</td>"
-                f"<td>{_fmt(w.kl)}</td><td><code>{esc(w.context[-80:])}</code></td>"
-                f"<td><code>{esc(repr(w.base_top))}</code></td>"
-                f"<td><code>{esc(repr(w.variant_top))}</code></td></tr>"
-            )
-        parts.append("</table></div>")
+        parts.extend(_variant_html(v))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _variant_html(v: VariantResult) -> list[str]:
+    """One variant's section: KL histogram, worst prompts' KL lines, worst positions."""
+    esc = html.escape
+    parts: list[str] = []
+    parts.append(
+        f"<div class='variant'><h2>{esc(v.name)}</h2><p><code>{esc(v.spec)}</code>"
+        f" on case set <code>{esc(v.case_set)}</code></p>"
+    )
+    parts.append("<h3>KL per position (log scale)</h3>" + _histogram_svg(v.kl_values))
+    worst_prompts = sorted(v.prompt_kl.items(), key=lambda kv: -kv[1])[:3]
+    parts.append("<h3>Per-position KL of the worst prompts</h3>")
+    for case, mean in worst_prompts:
+        parts.append(
+            f"<p><code>{esc(case)}</code> mean KL {mean:.3g}</p>"
+            + _line_svg(v.position_kl.get(case, []))
+        )
+    parts.append(
+        "<h3>Worst positions</h3><table><tr><th>prompt</th><th>pos</th><th>KL</th>"
+        "<th>context</th><th>base top</th><th>variant top</th></tr>"
+    )
+    for w in v.worst:
+        parts.append(
+            f"<tr><td>{esc(w.case)}</td><td>{w.position}</td>"
+            f"<td>{_fmt(w.kl)}</td><td><code>{esc(w.context[-80:])}</code></td>"
+            f"<td><code>{esc(repr(w.base_top))}</code></td>"
+            f"<td><code>{esc(repr(w.variant_top))}</code></td></tr>"
+        )
+    parts.append("</table></div>")
+    return parts

@@ -1,0 +1,42 @@
+"""Options shared by several commands (the model, output files), as Typer parameter types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from copilot_cli.cli.common import option
+
+ModelOpt = Annotated[
+    str,
+    option("--model", "-m", help="Model folder or hub id (default: the shipped tiny code model)."),
+]
+DeviceOpt = Annotated[str, option("--device", help="cpu, cuda, cuda:N or mps.")]
+DtypeOpt = Annotated[str, option("--dtype", help="auto (as saved), float32, float16, bfloat16.")]
+AllowDownloadOpt = Annotated[
+    bool,
+    option("--allow-download", help="Fetch a hub model that is not cached (offline otherwise)."),
+]
+
+
+def model_spec(model: str, device: str, dtype: str, allow_download: bool) -> Any:
+    from copilot_cli.core.models import ModelSpec  # torch loads only when a command runs
+
+    return ModelSpec(name_or_path=model, device=device, dtype=dtype, allow_download=allow_download)
+
+
+TokenizerOpt = Annotated[
+    str,
+    option(
+        "--tokenizer",
+        "--model",
+        "-m",
+        help="Tokenizer (or model) folder for token counts and boundary checks "
+        "(default: the shipped model's).",
+    ),
+]
+
+
+def path_option(flag: str, help: str) -> Any:
+    """An optional path option: `Annotated[Path | None, option(flag, help=help)]`."""
+    return Annotated[Path | None, option(flag, help=help)]

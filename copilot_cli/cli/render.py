@@ -1,0 +1,42 @@
+"""`copilot-opt render`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json
+from copilot_cli.cli.params import AllowDownloadOpt, TokenizerOpt
+
+
+@handle_errors
+def render_command(
+    bundle: Annotated[Path, typer.Argument(help="Bundle folder written by compile-templates.")],
+    name: Annotated[str, typer.Argument(help="Template name.")],
+    inputs: Annotated[
+        str, option("--inputs", "-i", help="JSON file with the inputs, or - for stdin.")
+    ],
+    tokenizer: TokenizerOpt = "",
+    allow_download: AllowDownloadOpt = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Render one template of a bundle with the given inputs."""
+    from copilot_cli.core.inputs import read_json_object
+    from copilot_cli.prompts import RenderOptions, render_template
+
+    options = RenderOptions(
+        bundle=bundle,
+        name=name,
+        inputs=read_json_object(inputs, "inputs file"),
+        count_tokens=json_output,
+        tokenizer=tokenizer,
+        allow_download=allow_download,
+    )
+    result = render_template(options)
+    if json_output:
+        print_json(result.to_dict())
+    else:
+        sys.stdout.write(result.text)

@@ -1,0 +1,174 @@
+"""The shape the project keeps (ARCHITECTURE.md): one entry per capability, capabilities that use
+each other only through their public packages, a core that uses none, small functions, thin
+CLI modules, and defaults with one source."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import re
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "copilot_cli"
+CAPABILITIES = {"prompts", "kv", "quant", "chunking", "prune", "regress"}
+LIBRARY_FUNCTION_LINES = 60
+CLI_FUNCTION_LINES = 70  # a command's signature holds one Typer declaration per flag
+CLI_MODULE_LINES = 100
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _imports(path: Path) -> list[str]:
+    modules = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules.append(node.module)
+        elif isinstance(node, ast.Import):
+            modules.extend(alias.name for alias in node.names)
+    return [m for m in modules if m.startswith("copilot_cli.")]
+
+
+def test_capabilities_use_each_other_only_through_public_packages():
+    leaks = []
+    for path in _modules():
+        rel = path.relative_to(PACKAGE).parts
+        own = rel[0] if len(rel) > 1 else None
+        for module in _imports(path):
+            parts = module.split(".")
+            other = parts[1]
+            if own == "core" and other in CAPABILITIES | {"pipeline", "cli"}:
+                leaks.append(f"{path.relative_to(ROOT)} imports {module} (core uses no capability)")
+            internal = len(parts) > 2 and parts[2] != "options"
+            if own in CAPABILITIES and other in CAPABILITIES and other != own and internal:
+                leaks.append(f"{path.relative_to(ROOT)} imports {module}")
+            if own in CAPABILITIES | {"core", "pipeline"} and other == "cli":
+                leaks.append(f"{path.relative_to(ROOT)} imports the CLI ({module})")
+    assert leaks == []
+
+
+def _functions(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, node.end_lineno - node.lineno + 1
+
+
+def test_functions_stay_small():
+    long = []
+    for path in _modules():
+        limit = CLI_FUNCTION_LINES if "cli" in path.parts else LIBRARY_FUNCTION_LINES
+        long += [
+            f"{path.relative_to(ROOT)}:{name} ({n} lines)"
+            for name, n in _functions(path)
+            if n > limit
+        ]
+    assert long == []
+
+
+def test_cli_modules_stay_thin():
+    thick = [
+        f"{p.relative_to(ROOT)} ({n} lines)"
+        for p in sorted((PACKAGE / "cli").glob("*.py"))
+        if p.name != "common.py" and (n := len(p.read_text().splitlines())) > CLI_MODULE_LINES
+    ]
+    assert thick == []
+
+
+COMMANDS = {
+    "compile_templates_command": ("copilot_cli.cli.templates", "CompileOptions"),
+    "prefill_kv_command": ("copilot_cli.cli.kv", "PrefillOptions"),
+    "quantize_command": ("copilot_cli.cli.quant", "QuantizeOptions"),
+    "chunk_command": ("copilot_cli.cli.chunk", "ChunkOptions"),
+    "prune_command": ("copilot_cli.cli.prune", "PruneOptions"),
+    "build_command": ("copilot_cli.cli.build", "BuildOptions"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_cli_defaults_are_the_options_defaults(command):
+    import importlib
+
+    import copilot_cli
+    from copilot_cli.core.options import default_of
+
+    module_name, options_name = COMMANDS[command]
+    function = getattr(importlib.import_module(module_name), command)
+    options = getattr(copilot_cli, options_name)
+    fields = {f.name for f in dataclasses.fields(options)}
+    checked = 0
+    for name, param in inspect.signature(function).parameters.items():
+        if name == "model":  # the flag names a model; the option holds its ModelSpec
+            continue
+        if name in fields and param.default is not inspect.Parameter.empty:
+            expected = default_of(options, name)
+            given = param.default
+            if given is None:  # not given: the option's own default applies
+                checked += 1
+                continue
+            if isinstance(expected, Path) and not expected.is_absolute():
+                assert Path(given) == expected, name
+            elif not isinstance(expected, Path):
+                assert given == expected, f"{command} --{name}: {given!r} != {expected!r}"
+            checked += 1
+    assert checked >= 1
+
+
+def test_every_config_key_is_documented_with_its_default():
+    from copilot_cli.core.options import defaults_of
+    from copilot_cli.pipeline.config import PIPELINE_DEFAULTS, SCHEMA, SECTIONS, TOP_LEVEL, shown
+
+    doc = (ROOT / "docs" / "build.md").read_text()
+    rows = dict(re.findall(r"^\| `([a-z0-9_.]+)` \| ([^|]*) \|", doc, flags=re.M))
+    expected = {key: value for key, value in TOP_LEVEL.items()}
+    for section, cls in SECTIONS.items():
+        schema = SCHEMA["properties"][section]["properties"]
+        defaults = {**defaults_of(cls), **PIPELINE_DEFAULTS.get(section, {})}
+        for key in schema:
+            if key in ("thresholds", "limits"):
+                for sub in schema[key]["properties"]:
+                    expected[f"{section}.{key}.{sub}"] = defaults[key][sub]
+            else:
+                expected[f"{section}.{key}"] = defaults.get(key, True)  # enabled: true
+    keys = set(expected)
+    for key, value in expected.items():
+        if key in rows:
+            assert rows[key].strip().strip("`") == shown(value), (
+                f"{key}: docs/build.md says {rows[key].strip()!r}, the code {shown(value)!r}"
+            )
+    assert sorted(keys - set(rows)) == [], "keys missing from docs/build.md"
+    assert sorted(set(rows) - keys) == [], "docs/build.md lists keys the config does not take"
+
+
+def test_help_starts_without_torch():
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from copilot_cli.cli import app\n"
+        "for args in (['--help'], ['chunk', '--help'], ['regress', '--help']):\n"
+        "    assert CliRunner().invoke(app, args).exit_code == 0\n"
+        "import copilot_cli\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_public_api_is_small_and_documented():
+    import copilot_cli
+
+    names = [n for n in copilot_cli.__all__ if n != "__version__"]
+    assert len(names) <= 25
+    for name in names:
+        value = getattr(copilot_cli, name)
+        assert (inspect.getdoc(value) or "").strip(), f"{name} has no docstring"
+        if inspect.isfunction(value):
+            hints = typing.get_type_hints(value)
+            assert "return" in hints, f"{name} has no return type"
