@@ -19,7 +19,12 @@ from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
 from copilot_cli.chunking.walk import read_regular, walk
 from copilot_cli.core import progress
-from copilot_cli.core.artifacts import atomic_write, canonical_json, write_bytes
+from copilot_cli.core.artifacts import (
+    FINGERPRINT_SCHEME,
+    atomic_write,
+    canonical_json,
+    write_bytes,
+)
 from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
 from copilot_cli.core.models import context_length, default_model, load_tokenizer
 from copilot_cli.core.options import OptionError
@@ -245,6 +250,7 @@ def _write(
         "copilot_opt_version": __version__,
         "chunker_version": CHUNKER_VERSION,
         "tokenizer_fingerprint": tok_fp,
+        "fingerprint_scheme": FINGERPRINT_SCHEME,
         "max_tokens": options.max_tokens,
         "reserve": options.reserve,
         "repository": options.repo.name,
@@ -262,6 +268,7 @@ def _write(
             "format": "copilot-opt.chunk-registry",
             "format_version": 1,
             "tokenizer_fingerprint": tok_fp,
+            "fingerprint_scheme": FINGERPRINT_SCHEME,
             "max_tokens": options.max_tokens,
             "chunks": build_registry(written, modes),
             "repeated_spans": [{"lines": r.lines, "locations": r.locations} for r in repeats],

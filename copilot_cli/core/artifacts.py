@@ -22,6 +22,19 @@ from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.safetensors_io import write_safetensors
 
 _CHUNK = 1 << 20
+# How fingerprints are computed (core/fingerprints.py); every artifact that records one also
+# records this, and a reader refuses to compare fingerprints made under another scheme.
+FINGERPRINT_SCHEME = 2
+# The command that re-creates each artifact format (named when one must be made again).
+REMAKE = {
+    "copilot-opt.prompt-bundle": "compile-templates",
+    "copilot-opt.kv-cache": "prefill-kv",
+    "copilot-opt.kv-segment": "prefill-kv",
+    "copilot-opt.quantized-embeddings": "quantize",
+    "copilot-opt.regress-baseline": "regress --save-baseline",
+    "copilot-opt.chunks": "chunk",
+    "copilot-opt.chunk-registry": "chunk --registry",
+}
 
 
 @contextlib.contextmanager
@@ -129,6 +142,16 @@ def save_safetensors(
         write_safetensors(handle, tensors, encode_metadata(metadata))
 
 
+def check_scheme(metadata: Mapping[str, Any], *, where: str, fmt: str) -> None:
+    """Refuse fingerprints recorded under another scheme: comparing them would be meaningless."""
+    if str(metadata.get("fingerprint_scheme")) != str(FINGERPRINT_SCHEME):
+        raise ArtifactError(
+            "was made with an older fingerprint scheme (file bytes, not what the model and "
+            f"tokenizer compute): re-run {REMAKE.get(fmt, 'the command that made it')}",
+            where=where,
+        )
+
+
 def check_header(
     metadata: Mapping[str, Any],
     *,
@@ -152,6 +175,8 @@ def check_header(
             f"supported (this copilot-opt reads {version})",
             where=where,
         )
+    if model_fingerprint or tokenizer_fingerprint:
+        check_scheme(metadata, where=where, fmt=fmt)
     for what, expected in (("model", model_fingerprint), ("tokenizer", tokenizer_fingerprint)):
         found = metadata.get(f"{what}_fingerprint")
         if expected and found != expected:

@@ -1,10 +1,18 @@
-"""Model and tokenizer fingerprints: what every artifact records and checks on load.
+"""Model and tokenizer fingerprints: what they compute, never how their files are laid out.
 
-model fingerprint     = sha256(canonical architecture config ‖ sha256 of each weight file)
-tokenizer fingerprint = sha256(sha256 of each tokenizer file ‖ special tokens)
+model fingerprint     = sha256(canonical JSON of the architecture allow-list, and of every
+                        tensor's name, dtype, shape and sha256 of its bytes, sorted by name)
+tokenizer fingerprint = sha256(canonical JSON of the backend's model (vocabulary and merges),
+                        normalizer, pre-tokenizer, post-processor, decoder, added tokens with
+                        their ids and flags, special tokens, chat template, and the special ids
+                        it puts around a text)
 
-Hashing multi-GB weights on every run is too slow, so file hashes are cached on disk keyed by
-(real path, size, mtime_ns); a file that changes in place gets a new mtime and is rehashed.
+Re-sharding, re-saving with another transformers version, another safetensors header order,
+`is_local`/`name_or_path` keys or `model_max_length` change none of these. Tensor digests are
+read straight from the safetensors files (memory-mapped, no torch) and cached per file by
+(real path, size, mtime_ns), so a multi-GB model is hashed once (docs/formats.md has the cost).
+Every artifact records `fingerprint_scheme`; one made under another scheme is refused with a
+"re-run" message instead of being compared.
 """
 
 from __future__ import annotations
@@ -13,41 +21,78 @@ import atexit
 import contextlib
 import hashlib
 import json
+import mmap
 import os
+import struct
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
+from copilot_cli.core.artifacts import FINGERPRINT_SCHEME, sha256_file, write_json
 
-from copilot_cli.core.artifacts import canonical_json, sha256_file, write_json
-
+__all__ = ["FINGERPRINT_SCHEME", "model_fingerprint", "tokenizer_fingerprint"]
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "vocab.txt",
-    "tokenizer.model",
-    "chat_template.jinja",
-    "chat_template.json",
+# What the computation depends on. A key a model's config does not have is left out; values
+# are read from the loaded config (defaults filled in by transformers), so a config.json that
+# spells a default out and one that omits it fingerprint alike.
+ARCHITECTURE_KEYS = (
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "hidden_act",
+    "activation_function",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "n_positions",
+    "sliding_window",
+    "use_sliding_window",
+    "max_window_layers",
+    "layer_types",
+    "attention_bias",
+    "mlp_bias",
+    "partial_rotary_factor",
+    "rotary_dim",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "query_pre_attn_scalar",
+    "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn",
+    "qk_layernorm",
+    "num_experts",
+    "num_experts_per_tok",
+    "num_local_experts",
+    "moe_intermediate_size",
+    "norm_topk_prob",
 )
-# Config keys that describe how a file was saved, not what the model computes.
-_VOLATILE_CONFIG_KEYS = {
-    "transformers_version",
-    "_name_or_path",
-    "_commit_hash",
-    "dtype",
-    "torch_dtype",
-    "use_cache",
-    "architectures",
-    "output_attentions",
-    "output_hidden_states",
-    "return_dict",
+ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
+_BPE_DEFAULTS = {
+    "dropout": None,
+    "unk_token": None,
+    "continuing_subword_prefix": None,
+    "end_of_word_suffix": None,
+    "fuse_unk": False,
+    "byte_fallback": False,
+    "ignore_merges": False,
 }
+_SPECIAL_NAMES = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "pad_token",
+    "sep_token",
+    "cls_token",
+    "mask_token",
+)
 
 
 def cache_dir() -> Path:
@@ -57,26 +102,37 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "copilot-opt"
 
 
-class FileHashCache:
-    """sha256 of files, remembered by (real path, size, mtime_ns) in a small JSON file.
+def canonical(value: Any) -> str:
+    """Compact JSON with sorted keys: one text for one value, on any machine."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
-    New hashes are kept in memory and written once per batch (`flush`, called after each
-    fingerprint and at exit), not once per file: rewriting the whole file for every new hash
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class FileFactCache:
+    """Facts about files (a sha256, tensor digests), remembered by (real path, size,
+    mtime_ns) in a small JSON file; a file changed in place gets a new mtime and is redone.
+
+    New facts are kept in memory and written once per batch (`flush`, called after each
+    fingerprint and at exit), not once per file: rewriting the whole file for every new fact
     made a first walk over a large repository quadratic in its file count.
     """
 
     _instances: ClassVar[weakref.WeakSet] = weakref.WeakSet()
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, name: str = "file-hashes.json", path: Path | None = None) -> None:
+        self._name = name
         self._path = path  # None: follow COPILOT_OPT_CACHE_DIR at the time of use
         self._entries: dict[str, dict[str, Any]] = {}
         self._loaded_from: Path | None = None
         self._dirty = False
-        FileHashCache._instances.add(self)
+        FileFactCache._instances.add(self)
 
     @property
     def path(self) -> Path:
-        return self._path or cache_dir() / "file-hashes.json"
+        return self._path or cache_dir() / self._name
 
     def _load(self) -> dict[str, dict[str, Any]]:
         if self._loaded_from != self.path:
@@ -88,80 +144,178 @@ class FileHashCache:
             self._loaded_from = self.path
         return self._entries
 
-    def sha256(self, file: Path) -> str:
+    def get(self, file: Path, compute: Callable[[str], Any], key: str = "sha256") -> Any:
         real = os.path.realpath(file)
         stat = os.stat(real)
         entries = self._load()
         entry = entries.get(real)
-        if entry and entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns:
-            return entry["sha256"]
-        digest = sha256_file(real)
-        entries[real] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+        fresh = entry and entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns
+        if fresh and key in entry:
+            return entry[key]
+        value = compute(real)
+        kept = entry if fresh else {}
+        entries[real] = {**kept, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, key: value}
         self._dirty = True
-        return digest
+        return value
+
+    def sha256(self, file: Path) -> str:
+        return self.get(file, sha256_file)
 
     def flush(self) -> None:
-        """Write the hashes learnt since the last flush (a read-only cache only costs speed)."""
+        """Write the facts learnt since the last flush (a read-only cache only costs speed)."""
         if self._dirty and self._loaded_from is not None:
             with contextlib.suppress(OSError):
                 write_json(self._loaded_from, self._entries)
             self._dirty = False
 
 
+class FileHashCache(FileFactCache):
+    """sha256 of files (what `tree_hashes` and the build manifest use)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        super().__init__("file-hashes.json", path)
+
+
 @atexit.register
 def _flush_all() -> None:
-    for cache in list(FileHashCache._instances):
+    for cache in list(FileFactCache._instances):
         cache.flush()
 
 
-_default_cache = FileHashCache()
+_default_cache = FileFactCache()
+_tensor_cache = FileFactCache("tensor-digests.json")
 
 
-def _digest(parts: list[tuple[str, str]]) -> str:
-    digest = hashlib.sha256()
-    for name, value in parts:
-        digest.update(f"{name}={value}\n".encode())
-    return digest.hexdigest()
+# -- model ---------------------------------------------------------------------------------
+
+
+def _rope(values: dict[str, Any]) -> dict[str, Any] | None:
+    """RoPE settings in one shape whichever keys a transformers version spells them with."""
+    merged: dict[str, Any] = {}
+    for key in ("rope_scaling", "rope_parameters"):
+        if isinstance(values.get(key), dict):
+            merged.update(values[key])
+    if values.get("rope_theta") is not None:
+        merged.setdefault("rope_theta", values["rope_theta"])
+    if not merged:
+        return None
+    if merged.get("type") and "rope_type" not in merged:
+        merged["rope_type"] = merged.pop("type")
+    merged.setdefault("rope_type", "default")
+    merged.pop("type", None)
+    return {k: merged[k] for k in sorted(merged)}
 
 
 def architecture_config(config: Any) -> dict[str, Any]:
-    """The parts of a transformers config that define the computation."""
-    values = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    return {k: v for k, v in values.items() if k not in _VOLATILE_CONFIG_KEYS}
+    """The allow-listed fields of a transformers config (or config dict) that define what the
+    model computes (see ARCHITECTURE_KEYS), with RoPE settings in one canonical shape."""
+    if hasattr(config, "to_dict"):
+        values = {**config.to_dict()}
+        for key in (*ARCHITECTURE_KEYS, *ROPE_KEYS):
+            with contextlib.suppress(Exception):
+                values[key] = getattr(config, key)
+    else:
+        values = dict(config)
+    out = {key: values[key] for key in ARCHITECTURE_KEYS if values.get(key) is not None}
+    rope = _rope(values)
+    if rope is not None:
+        out["rope"] = rope
+    return out
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """Weight files (and shard indexes) in a model folder, sorted by name."""
+    """Weight files in a model folder, sorted by name (shard indexes are layout, not content)."""
     files = [p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)]
-    files += [p for p in folder.glob("*.index.json") if p.is_file()]
-    return sorted(set(files), key=lambda p: p.name)
+    return sorted(files, key=lambda p: p.name)
+
+
+def safetensors_tensor_digests(path: str) -> list[list[Any]]:
+    """[name, dtype, shape, sha256 of the bytes] of every tensor in a safetensors file, read
+    through a memory map (no copy, no torch)."""
+    from copilot_cli.core.safetensors_io import read_header
+
+    header, _ = read_header(Path(path))
+    digests = []
+    with open(path, "rb") as handle, contextlib.ExitStack() as stack:
+        size = os.fstat(handle.fileno()).st_size
+        data = None
+        if size:
+            mapped = stack.enter_context(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+            data = memoryview(mapped)
+            stack.callback(data.release)
+        base = 8 + struct.unpack("<Q", handle.read(8))[0]
+        for name in sorted(header):
+            entry = header[name]
+            begin, end = entry["data_offsets"]
+            digest = hashlib.sha256(data[base + begin : base + end] if data is not None else b"")
+            digests.append([name, entry["dtype"], list(entry["shape"]), digest.hexdigest()])
+    return digests
+
+
+def _torch_file_digests(path: str) -> list[list[Any]]:
+    """The same facts for a pickled state dict (.bin/.pt), read with torch (weights only)."""
+    import torch
+
+    from copilot_cli.core.safetensors_io import _DTYPE_NAMES, tensor_bytes
+
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return [
+        _tensor_digest(name, t, _DTYPE_NAMES, tensor_bytes) for name, t in sorted(state.items())
+    ]
+
+
+def _tensor_digest(name: str, tensor: Any, names: dict, to_bytes: Callable) -> list[Any]:
+    return [
+        name,
+        names.get(tensor.dtype, str(tensor.dtype)),
+        list(tensor.shape),
+        hashlib.sha256(to_bytes(tensor)).hexdigest(),
+    ]
+
+
+def tensor_digests(folder: Path, cache: FileFactCache | None = None) -> list[list[Any]]:
+    """Every tensor of a model folder, sorted by name, whatever the sharding."""
+    cache = cache or _tensor_cache
+    tensors: dict[str, list[Any]] = {}
+    for path in weight_files(folder):
+        compute = (
+            safetensors_tensor_digests if path.suffix == ".safetensors" else _torch_file_digests
+        )
+        for digest in cache.get(path, compute, key="tensors"):
+            tensors.setdefault(digest[0], digest)
+    cache.flush()
+    return [tensors[name] for name in sorted(tensors)]
+
+
+def _model_digest(architecture: dict[str, Any], tensors: list[list[Any]]) -> str:
+    return _sha256(canonical({"architecture": architecture, "tensors": tensors}))
 
 
 def model_fingerprint_from_folder(
-    folder: Path, config: Any, cache: FileHashCache | None = None
+    folder: Path, config: Any | None = None, cache: FileFactCache | None = None
 ) -> str:
-    """Fingerprint a model saved in `folder` from its config and weight-file hashes."""
-    cache = cache or _default_cache
-    parts = [("config", canonical_json(architecture_config(config)))]
-    parts += [(f"file:{p.name}", cache.sha256(p)) for p in weight_files(folder)]
-    cache.flush()
-    return _digest(parts)
+    """Fingerprint a model saved in `folder`: its architecture and its tensors' contents."""
+    if config is None:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    return _model_digest(architecture_config(config), tensor_digests(Path(folder), cache))
 
 
-def model_fingerprint_from_weights(model: torch.nn.Module) -> str:
-    """Fingerprint an in-memory model (no folder): config plus a hash of every parameter."""
-    digest = hashlib.sha256()
+def model_fingerprint_from_weights(model: Any) -> str:
+    """Fingerprint an in-memory model (no folder) the same way: a model and its saved folder
+    agree whenever its state dict holds each tensor once (no tied duplicates)."""
+    from copilot_cli.core.safetensors_io import _DTYPE_NAMES, tensor_bytes
+
     config = getattr(model, "config", None)
-    if config is not None:
-        digest.update(canonical_json(architecture_config(config)).encode())
-    for name, tensor in sorted(model.state_dict().items()):
-        data = tensor.detach().to("cpu").contiguous()
-        digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}\n".encode())
-        digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
+    tensors = [
+        _tensor_digest(name, tensor.detach(), _DTYPE_NAMES, tensor_bytes)
+        for name, tensor in sorted(model.state_dict().items())
+    ]
+    return _model_digest(architecture_config(config) if config is not None else {}, tensors)
 
 
-def model_fingerprint(model: torch.nn.Module) -> str:
+def model_fingerprint(model: Any) -> str:
     """The fingerprint of `model`: from its folder when it was loaded from one, else its weights.
 
     Models loaded through `copilot_cli.core.models.load_model` carry the value computed at load
@@ -180,35 +334,70 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     return value
 
 
-def _special_tokens(tokenizer: Any) -> str:
-    special = getattr(tokenizer, "special_tokens_map", {}) or {}
-    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    added_list = sorted((int(i), str(getattr(t, "content", t))) for i, t in added.items())
-    return json.dumps({"special": special, "added": added_list}, sort_keys=True, default=str)
+# -- tokenizer -----------------------------------------------------------------------------
 
 
-def tokenizer_fingerprint(tokenizer: Any, cache: FileHashCache | None = None) -> str:
-    """Fingerprint a tokenizer from its files (when loaded from a folder) and special tokens."""
+def _canonical_model(model: dict[str, Any]) -> dict[str, Any]:
+    model = dict(model)
+    if model.get("type") == "BPE":
+        for key, default in _BPE_DEFAULTS.items():
+            model.setdefault(key, default)
+        merges = model.get("merges") or []
+        model["merges"] = [m.split(" ", 1) if isinstance(m, str) else list(m) for m in merges]
+    return model
+
+
+def _added_tokens(tokens: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = ("id", "content", "special", "lstrip", "rstrip", "normalized", "single_word")
+    return sorted(({k: t.get(k) for k in keys} for t in tokens), key=lambda t: t["id"])
+
+
+def _specials_around(tokenizer: Any) -> list[list[int]]:
+    """The ids the tokenizer puts before and after a text when adding special tokens."""
+    probe = "x"
+    plain = list(tokenizer(probe, add_special_tokens=False).input_ids)
+    full = list(tokenizer(probe, add_special_tokens=True).input_ids)
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return [full[:start], full[start + len(plain) :]]
+    return [full, []]
+
+
+def tokenizer_description(tokenizer: Any) -> dict[str, Any]:
+    """Everything about a tokenizer that changes token ids or rendered prompts, canonical."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        description: dict[str, Any] = {
+            key: spec.get(key)
+            for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder")
+        }
+        description["truncation"] = spec.get("truncation")
+        description["model"] = _canonical_model(spec.get("model") or {})
+        description["added_tokens"] = _added_tokens(spec.get("added_tokens") or [])
+    else:  # a slow tokenizer: its vocabulary is what it has
+        description = {
+            "class": type(tokenizer).__name__,
+            "vocab": sorted(tokenizer.get_vocab().items()),
+        }
+    special = {}
+    for name in _SPECIAL_NAMES:
+        token = getattr(tokenizer, name, None)
+        if isinstance(token, str):
+            special[name] = [token, tokenizer.convert_tokens_to_ids(token)]
+    description["special_tokens"] = special
+    description["all_special_ids"] = sorted(getattr(tokenizer, "all_special_ids", []) or [])
+    description["chat_template"] = getattr(tokenizer, "chat_template", None)
+    description["specials_around"] = _specials_around(tokenizer)
+    return description
+
+
+def tokenizer_fingerprint(tokenizer: Any, cache: Any = None) -> str:
+    """Fingerprint a tokenizer by what it does (see `tokenizer_description`); cached on it."""
     cached = getattr(tokenizer, "_copilot_tokenizer_fingerprint", None)
     if cached:
         return cached
-    cache = cache or _default_cache
-    parts: list[tuple[str, str]] = [("special", _special_tokens(tokenizer))]
-    folder = Path(str(getattr(tokenizer, "name_or_path", "") or ""))
-    files = [folder / n for n in TOKENIZER_FILES] if folder.is_dir() else []
-    files = [p for p in files if p.is_file()]
-    if files:
-        parts += [(f"file:{p.name}", cache.sha256(p)) for p in files]
-        cache.flush()
-    elif hasattr(tokenizer, "backend_tokenizer"):
-        parts.append(
-            ("backend", hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest())
-        )
-        parts.append(("chat_template", str(getattr(tokenizer, "chat_template", None))))
-    else:
-        vocab = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
-        parts.append(("vocab", hashlib.sha256(vocab.encode()).hexdigest()))
-    value = _digest(parts)
+    value = _sha256(canonical(tokenizer_description(tokenizer)))
     with contextlib.suppress(AttributeError):
         tokenizer._copilot_tokenizer_fingerprint = value
     return value

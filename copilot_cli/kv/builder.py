@@ -11,7 +11,12 @@ import torch
 
 from copilot_cli import __version__
 from copilot_cli.core import progress
-from copilot_cli.core.artifacts import canonical_json, sha256_text, write_if_changed
+from copilot_cli.core.artifacts import (
+    FINGERPRINT_SCHEME,
+    canonical_json,
+    sha256_text,
+    write_if_changed,
+)
 from copilot_cli.core.errors import ArtifactError, CheckFailed, FingerprintMismatch, InputError
 from copilot_cli.core.models import LoadedModel, load_model
 from copilot_cli.core.options import OptionError
@@ -372,6 +377,7 @@ def _write_index(
         "transformers_version": transformers.__version__,
         "model_fingerprint": loaded.model_fingerprint,
         "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+        "fingerprint_scheme": FINGERPRINT_SCHEME,
         "dtype": dtype,
         "block_size": options.block_size,
         "geometry": {

@@ -23,7 +23,9 @@ import xxhash
 
 from copilot_cli import __version__
 from copilot_cli.core.artifacts import (
+    FINGERPRINT_SCHEME,
     check_header,
+    check_scheme,
     decode_metadata,
     encode_metadata,
     read_json_artifact,
@@ -122,6 +124,7 @@ def write_segment(
         "format_version": str(FORMAT_VERSION),
         "model_fingerprint": model_fingerprint,
         "tokenizer_fingerprint": tokenizer_fingerprint,
+        "fingerprint_scheme": FINGERPRINT_SCHEME,
         "dtype": dtype,
         **geometry.to_metadata(),
         "start": start,
@@ -251,6 +254,8 @@ def _view(buffer: mmap.mmap, base: int, entry: dict[str, Any], where: str) -> to
 
 
 def read_index(kv_dir: Path) -> dict[str, Any]:
-    return read_json_artifact(
+    index = read_json_artifact(
         kv_dir / INDEX, fmt=INDEX_FORMAT, version=FORMAT_VERSION, what="KV cache folder"
     )
+    check_scheme(index, where=str(kv_dir / INDEX), fmt=INDEX_FORMAT)
+    return index

@@ -35,11 +35,22 @@ class Context:
         self._tokenizer: Any = None
         self._model_files: str | None = None
 
-    def model_files(self) -> str:
-        """Hash of the model folder's files, computed once per build (every step reads it)."""
+    def model_identity(self) -> str:
+        """The model's and tokenizer's fingerprints (what they compute: re-saving or re-sharding
+        the model rebuilds nothing), computed once per build; every step reads it."""
         if self._model_files is None:
+            from copilot_cli.core.fingerprints import (
+                model_fingerprint_from_folder,
+                tokenizer_fingerprint,
+            )
+
             folder = Path(self.config.model.name_or_path)
-            self._model_files = digest(tree_hashes(folder) if folder.exists() else str(folder))
+            if folder.is_dir():
+                self._model_files = digest(
+                    [model_fingerprint_from_folder(folder), tokenizer_fingerprint(self.tokenizer())]
+                )
+            else:
+                self._model_files = digest(str(folder))
         return self._model_files
 
     def loaded(self) -> Any:
@@ -62,7 +73,7 @@ class Context:
     def base_inputs(self, options: Any) -> dict[str, Any]:
         """What every step's inputs hold: the tool, the model files and the step's options."""
         settings = {k: v for k, v in to_jsonable(options).items() if k != "model"}
-        return {"tool": __version__, "model": self.model_files(), "options": digest(settings)}
+        return {"tool": __version__, "model": self.model_identity(), "options": digest(settings)}
 
 
 class Step(abc.ABC):

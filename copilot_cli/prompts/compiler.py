@@ -14,6 +14,7 @@ from jinja2 import nodes
 from copilot_cli import __version__
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
+    FINGERPRINT_SCHEME,
     canonical_json,
     sealed,
     sha256_bytes,
@@ -465,6 +466,7 @@ def _manifest(
         "environment": ENV_OPTIONS,
         "limits": options.limits.__dict__,
         "tokenizer_fingerprint": compiler.tokenizer_fp,
+        "fingerprint_scheme": FINGERPRINT_SCHEME,
         "chat_template": chat,
         "parts": {
             rel: {

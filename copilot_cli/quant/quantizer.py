@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core import progress
-from copilot_cli.core.artifacts import canonical_json, write_bytes
+from copilot_cli.core.artifacts import FINGERPRINT_SCHEME, canonical_json, write_bytes
 from copilot_cli.core.models import LoadedModel, load_model
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import format as qformat
@@ -99,6 +99,7 @@ def quantize_embeddings(
         "source_dtype": str(weight.dtype).removeprefix("torch."),
         "model_fingerprint": loaded.model_fingerprint,
         "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+        "fingerprint_scheme": FINGERPRINT_SCHEME,
         "corpus_hash": counts.corpus_hash,
         "kept_rows": len(kept),
         "keep_policy": policy,
@@ -162,7 +163,7 @@ def _report(
         **{
             k: v
             for k, v in metadata.items()
-            if k not in ("model_fingerprint", "tokenizer_fingerprint")
+            if k not in ("model_fingerprint", "tokenizer_fingerprint", "fingerprint_scheme")
         },
         fingerprints={"model": loaded.model_fingerprint, "tokenizer": loaded.tokenizer_fingerprint},
         memory=MemoryReport(

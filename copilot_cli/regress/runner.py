@@ -9,6 +9,7 @@ import torch
 
 from copilot_cli import __version__
 from copilot_cli.core import progress
+from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
 from copilot_cli.core.metrics import (
     Accumulator,
     PositionMetrics,
@@ -265,6 +266,7 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
             {
                 "model_fingerprint": loaded.model_fingerprint,
                 "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+                "fingerprint_scheme": FINGERPRINT_SCHEME,
                 "prompts_hash": result.provenance.prompts_hash,
                 "gen_tokens": options.gen_tokens,
             },
