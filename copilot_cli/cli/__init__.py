@@ -16,6 +16,7 @@ from copilot_cli.cli.prune import prune_command
 from copilot_cli.cli.quant import quantize_command
 from copilot_cli.cli.regress import regress_command
 from copilot_cli.cli.render import render_command
+from copilot_cli.cli.serve import serve_command
 from copilot_cli.cli.templates import compile_templates_command
 from copilot_cli.core import progress
 
@@ -59,6 +60,9 @@ app.command("chunk")(chunk_command)
 app.command("prune")(prune_command)
 app.command("regress")(regress_command)
 app.command("build")(build_command)
+app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+    serve_command
+)
 
 
 def main() -> None:

@@ -161,6 +161,21 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     )
 
 
+_CACHE_KWARG: dict[type, str] = {}
+
+
+def cache_kwargs(model: Any, cache: Any) -> dict[str, Any]:
+    """`{name: cache}` for a forward or generate call: transformers 5.20+ takes `cache=`,
+    earlier 5.x `past_key_values=` (the vLLM environment pins one of those)."""
+    kind = type(model)
+    if kind not in _CACHE_KWARG:
+        import inspect
+
+        parameters = inspect.signature(model.forward).parameters
+        _CACHE_KWARG[kind] = "cache" if "cache" in parameters else "past_key_values"
+    return {_CACHE_KWARG[kind]: cache}
+
+
 def quiet_transformers() -> None:
     """transformers prints its own progress bars and advice; our CLI owns stderr."""
     from transformers.utils import logging as hf_logging

@@ -1,23 +1,31 @@
 """KV caches of static prefixes: computed once (shared in a radix tree), shipped, loaded."""
 
 from copilot_cli.kv.builder import PrefillResult, PrefixSource, prefill_kv, prefill_sources
-from copilot_cli.kv.format import block_hashes
+from copilot_cli.kv.format import ModelGeometry, block_hashes, read_segment
+from copilot_cli.kv.index import PrefixMatch, PrefixTree
 from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, load_prefix
 from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.kv.serving import generate_with_prefix
+from copilot_cli.kv.store import DEFAULT_MAX_BYTES, SegmentStore
 from copilot_cli.kv.verify import verify_prefixes
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "KVCacheDir",
+    "ModelGeometry",
     "PrefillOptions",
     "PrefillResult",
+    "PrefixMatch",
     "PrefixSource",
     "PrefixStore",
+    "PrefixTree",
+    "SegmentStore",
     "block_hashes",
     "build_cache",
     "generate_with_prefix",
     "load_prefix",
     "prefill_kv",
     "prefill_sources",
+    "read_segment",
     "verify_prefixes",
 ]

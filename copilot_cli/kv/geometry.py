@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.models import context_length
+from copilot_cli.core.models import cache_kwargs, context_length
 from copilot_cli.kv.format import ModelGeometry
 
 
@@ -52,8 +52,8 @@ def model_geometry(model: Any) -> ModelGeometry:
     with torch.no_grad():
         model(
             input_ids=torch.zeros((1, 1), dtype=torch.long, device=device),
-            cache=cache,
             use_cache=True,
+            **cache_kwargs(model, cache),
         )
     if not cache.layers:
         raise InputError(

@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core.models import cache_kwargs
+
 
 def truncate(cache: Any, length: int) -> None:
     """Keep the first `length` positions of every layer of a DynamicCache."""
@@ -30,4 +32,4 @@ def extend(model: Any, cache: Any, token_ids: list[int], chunk_size: int) -> Non
     device = next(model.parameters()).device
     for offset in range(0, len(token_ids), chunk_size):
         chunk = torch.tensor([token_ids[offset : offset + chunk_size]], device=device)
-        model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1)
+        model(input_ids=chunk, use_cache=True, logits_to_keep=1, **cache_kwargs(model, cache))

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.models import cache_kwargs
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
 from copilot_cli.kv.loader import KVCacheDir, PrefixStore, load_prefix
 from copilot_cli.kv.prefill import truncate
@@ -62,7 +63,7 @@ def generate_with_prefix(
         return model.generate(
             input_ids=input_ids,
             attention_mask=torch.ones_like(input_ids),
-            cache=cache,
+            **cache_kwargs(model, cache),
             **generate_kwargs,
         )
     finally:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from copilot_cli.core.models import LoadedModel
+from copilot_cli.core.models import LoadedModel, cache_kwargs
 from copilot_cli.core.tokens import continuation_ids
 from copilot_cli.kv.loader import KVCacheDir, load_prefix
 
@@ -52,7 +52,7 @@ def verify_prefixes(
         ids = kv.prefix(name).token_ids
         full = model(torch.tensor([ids + probe], device=device)).logits[0, len(ids) :]
         cache = load_prefix(kv_dir, model, name, tokenizer=loaded.tokenizer)
-        cached = model(torch.tensor([probe], device=device), cache=cache).logits[0]
+        cached = model(torch.tensor([probe], device=device), **cache_kwargs(model, cache)).logits[0]
         diff = (full.float() - cached.float()).abs().max().item()
         agree = (full.argmax(-1) == cached.argmax(-1)).float().mean().item()
         reports.append(

@@ -16,7 +16,7 @@ from copilot_cli.core.metrics import (
     compare_logits,
     compare_topk,
 )
-from copilot_cli.core.models import LoadedModel, context_length, load_model
+from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.prompt_sets import load_prompts, prompts_hash
 from copilot_cli.regress.baseline import Baseline, BaselineWriter
@@ -109,7 +109,7 @@ class _Runner:
 
             return load_prefix(kv.arg, self.model, case.prefix)
         cache = DynamicCache()
-        self.model(self._tensor(case.ids[:upto]), cache=cache)
+        self.model(self._tensor(case.ids[:upto]), **cache_kwargs(self.model, cache))
         degrade_cache(cache, spec.kind("kv-dtype").arg)
         return cache
 
@@ -138,9 +138,9 @@ class _Runner:
                 logits = self.model(self._tensor(case.ids)).logits[0, case.split : -1]
             else:
                 cache = self._cache_for(spec, case, case.split)
-                logits = self.model(self._tensor(case.ids[case.split :]), cache=cache).logits[
-                    0, :-1
-                ]
+                logits = self.model(
+                    self._tensor(case.ids[case.split :]), **cache_kwargs(self.model, cache)
+                ).logits[0, :-1]
         self.forward_seconds += time.perf_counter() - started
         return logits.float().cpu()
 
@@ -173,7 +173,7 @@ class _Runner:
             upto = case.split if spec.kind("kv") is not None else len(case.ids) - 1
             with applied(spec, self.model, self.tokenizer, self._quant):
                 cache = self._cache_for(spec, case, upto)
-                out = self.model.generate(ids, cache=cache, **kwargs)
+                out = self.model.generate(ids, **cache_kwargs(self.model, cache), **kwargs)
         self.forward_seconds += time.perf_counter() - started
         return out[0, len(case.ids) :].tolist()
 

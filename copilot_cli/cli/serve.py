@@ -1,0 +1,51 @@
+"""`copilot-opt serve`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from copilot_cli.cli.common import handle_errors, option
+from copilot_cli.cli.params import ModelOpt
+
+
+@handle_errors
+def serve_command(
+    ctx: typer.Context,
+    kv_dir: Annotated[Path, typer.Argument(help="A folder written by prefill-kv.")] = Path(
+        "build/kv"
+    ),
+    model: ModelOpt = "",
+    host: Annotated[str, option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, option("--port", help="Port to listen on.")] = 8000,
+    max_bytes: Annotated[
+        int, option("--max-bytes", help="Host memory for loaded prefixes (bytes).")
+    ] = 2 << 30,
+    no_preload: Annotated[
+        bool, option("--no-preload", help="Load prefixes on first use, not at start.")
+    ] = False,
+    print_command: Annotated[
+        bool, option("--print-command", help="Print the vllm serve line; start nothing.")
+    ] = False,
+) -> None:
+    """Serve a prefill-kv folder from vLLM's OpenAI-compatible server (args after -- go to vLLM)."""
+    from copilot_cli.serving.server import ServeOptions, check, printable, serve
+
+    options = ServeOptions(
+        kv_dir=kv_dir,
+        model=model,
+        host=host,
+        port=port,
+        max_bytes=max_bytes,
+        preload=not no_preload,
+        extra_args=tuple(ctx.args),
+    )
+    if print_command:
+        model_dir, dtype = check(options)
+        typer.echo(printable(options, model_dir, dtype))
+        return
+    code = serve(options)
+    if code:
+        raise typer.Exit(code)

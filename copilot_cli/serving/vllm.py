@@ -1,0 +1,281 @@
+"""A vLLM v1 KV connector that serves a `prefill-kv` folder (consumer side).
+
+    KVTransferConfig(
+        kv_connector="CopilotPrefixConnector",
+        kv_connector_module_path="copilot_cli.serving.vllm",
+        kv_role="kv_consumer",
+        kv_connector_extra_config={"kv_dir": "build/kv"},
+    )
+
+Scheduler side: for each new request, the longest stored prefix of its prompt token ids (the
+folder's radix tree, partial segments included), rounded down to vLLM's block size and always
+leaving one prompt token to compute, is reported as externally cached, but only after every
+segment it needs was read and verified (checksum, chain, fingerprints, geometry): a missing or
+corrupt segment makes the request run as without the connector, with the error logged, so no
+wrong cache is ever promised. Worker side: those tokens' keys and values are written into each
+attention layer's paged cache through the attention backend's own cache-update op (so the
+backend's block layout is its own business), from verified segments kept in host memory
+(SegmentStore: LRU by bytes; `preload` reads the whole folder at engine start).
+
+At engine start the served model's and tokenizer's fingerprints, the dtype and the attention
+geometry are compared with the folder's: any difference stops the engine with one error line.
+Optional extra config: `max_bytes` (host memory for segments, default 2 GiB) and `preload`
+(default true).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+)
+from vllm.logger import init_logger
+
+from copilot_cli.core.errors import CopilotError
+from copilot_cli.kv import DEFAULT_MAX_BYTES, KVCacheDir, PrefixMatch, PrefixTree, SegmentStore
+from copilot_cli.serving.compat import EngineModel, check_servable, engine_geometry, local_folder
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.forward_context import ForwardContext
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.request import Request
+
+logger = init_logger(f"vllm.{__name__}")  # vLLM configures the "vllm" hierarchy only
+DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+@dataclass
+class LoadSpec:
+    """Write positions [start, end) of a request, held by `segments`, into its blocks."""
+
+    request_id: str
+    block_ids: list[int]
+    start: int
+    end: int
+    segments: list[tuple[str, int, int]]  # (hash, start, length)
+
+
+@dataclass
+class PrefixLoadMetadata(KVConnectorMetadata):
+    loads: list[LoadSpec] = field(default_factory=list)
+
+
+class CopilotPrefixConnector(KVConnectorBase_V1):
+    """Serves the prefixes a `copilot-opt prefill-kv` folder holds (see the module doc)."""
+
+    def __init__(
+        self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: Any = None
+    ) -> None:
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        extra = self._kv_transfer_config.kv_connector_extra_config or {}
+        if not extra.get("kv_dir"):
+            raise ValueError("copilot-opt connector: kv_connector_extra_config needs 'kv_dir'")
+        self.block_size = vllm_config.cache_config.block_size
+        try:
+            self.kv = KVCacheDir(extra["kv_dir"])
+            check_servable(self.kv, _engine_model(vllm_config, kv_cache_config))
+        except CopilotError as exc:
+            logger.error("copilot-opt connector refuses %s: %s", extra["kv_dir"], exc)
+            raise RuntimeError(f"copilot-opt connector refuses the KV folder: {exc}") from None
+        self.store = SegmentStore(
+            self.kv.path,
+            model_fingerprint=self.kv.model_fingerprint,
+            tokenizer_fingerprint=self.kv.index["tokenizer_fingerprint"],
+            geometry=engine_geometry(self.kv),
+            max_bytes=int(extra.get("max_bytes", DEFAULT_MAX_BYTES)),
+        )
+        self.tree = PrefixTree(self.kv.index)
+        self._chain = {h: s.get("parent", "") for h, s in self.kv.index["segments"].items()}
+        self._planned: dict[str, tuple[int, int, PrefixMatch]] = {}
+        self._to_load: dict[str, tuple[int, int, PrefixMatch]] = {}
+        self._bad: set[str] = set()
+        self._checked: dict[str, tuple[int, int]] = {}  # segment -> (size, mtime_ns) verified
+        self._bad_state: dict[str, tuple[int, int] | None] = {}
+        self._load_errors: set[int] = set()
+        self._layer_index: dict[str, int] = {}
+        if kv_cache_config is not None:
+            names = [n for g in kv_cache_config.kv_cache_groups for n in g.layer_names]
+            self._layer_index = {name: i for i, name in enumerate(names)}
+        if role == KVConnectorRole.WORKER and extra.get("preload", True):
+            threading.Thread(target=self._preload, name="copilot-kv-preload", daemon=True).start()
+        logger.info(
+            "copilot-opt connector: %d prefixes from %s (%s side)",
+            len(self.kv.names()),
+            self.kv.path,
+            role.name.lower(),
+        )
+
+    # -- scheduler side -----------------------------------------------------------------------
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int | None, bool]:
+        ids = list(request.prompt_token_ids or [])
+        match = self.tree.match(ids)
+        usable = min(match.length, len(ids) - 1) // self.block_size * self.block_size
+        if usable <= num_computed_tokens:
+            return 0, False
+        needed = match.covering(num_computed_tokens, usable)
+        if not self._verified(needed):
+            return 0, False
+        self._planned[request.request_id] = (num_computed_tokens, usable, match)
+        return usable - num_computed_tokens, False
+
+    def _verified(self, segments: list[tuple[str, int, int]]) -> bool:
+        """Every segment readable and intact: only then are tokens promised. Each file is
+        verified once (again if it changes); the data is not kept here: the worker holds it."""
+        for seg_hash, start, _ in segments:
+            path = self.store.path(seg_hash)
+            try:
+                stat = path.stat()
+            except OSError:
+                stat = None
+            state = None if stat is None else (stat.st_size, stat.st_mtime_ns)
+            if state is not None and self._checked.get(seg_hash) == state:
+                continue
+            if seg_hash in self._bad and self._bad_state.get(seg_hash) == state:
+                return False
+            try:
+                self.store.check(seg_hash, parent=self._chain.get(seg_hash), start=start)
+            except CopilotError as exc:
+                logger.error(
+                    "copilot-opt connector: segment %s unusable, the request is computed: %s",
+                    seg_hash[:16],
+                    exc,
+                )
+                self._bad.add(seg_hash)
+                self._bad_state[seg_hash] = state
+                return False
+            self._checked[seg_hash] = state  # type: ignore[assignment]
+        return True
+
+    def update_state_after_alloc(
+        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
+    ) -> None:
+        plan = self._planned.pop(request.request_id, None)
+        if num_external_tokens > 0 and plan is not None:
+            start, _, match = plan
+            self._to_load[request.request_id] = (start, start + num_external_tokens, match)
+
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
+        meta = PrefixLoadMetadata()
+        for new in scheduler_output.scheduled_new_reqs:
+            if new.req_id in self._to_load:
+                meta.loads.append(self._spec(new.req_id, new.block_ids[0]))
+        cached = scheduler_output.scheduled_cached_reqs
+        for i, req_id in enumerate(cached.req_ids):
+            resumed = req_id in getattr(cached, "resumed_req_ids", set())
+            if resumed and req_id in self._to_load and cached.new_block_ids[i] is not None:
+                meta.loads.append(self._spec(req_id, cached.new_block_ids[i][0]))
+        self._to_load.clear()
+        return meta
+
+    def _spec(self, request_id: str, block_ids: list[int]) -> LoadSpec:
+        start, end, match = self._to_load[request_id]
+        return LoadSpec(request_id, list(block_ids), start, end, match.covering(start, end))
+
+    # -- worker side ------------------------------------------------------------------------
+    def _preload(self) -> None:
+        """Read and verify the folder's segments into host memory, most shared first."""
+        for seg_hash in sorted(self._chain, key=lambda h: self._chain[h] != ""):
+            if self.store.bytes_held >= self.store.max_bytes:
+                return
+            try:
+                self.store.get(seg_hash)
+            except CopilotError as exc:
+                logger.error("copilot-opt connector: segment %s unusable: %s", seg_hash[:16], exc)
+
+    def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
+        meta = self._get_connector_metadata()
+        if not isinstance(meta, PrefixLoadMetadata):
+            return
+        for spec in meta.loads:
+            try:
+                keys, values = self._gather(spec)
+            except CopilotError as exc:
+                logger.error("copilot-opt connector: cannot load %s: %s", spec.request_id, exc)
+                first, last = spec.start // self.block_size, (spec.end - 1) // self.block_size
+                self._load_errors.update(spec.block_ids[first : last + 1])
+                continue
+            self._inject(forward_context, spec, keys, values)
+            logger.info(
+                "copilot-opt connector: loaded %d tokens for %s",
+                spec.end - spec.start,
+                spec.request_id,
+            )
+
+    def _gather(self, spec: LoadSpec) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per layer, the keys and values of positions [start, end) as [tokens, heads, dim]."""
+        parts_k: list[list[torch.Tensor]] = []
+        parts_v: list[list[torch.Tensor]] = []
+        for seg_hash, seg_start, seg_length in spec.segments:
+            segment = self.store.get(seg_hash)
+            lo = max(spec.start, seg_start) - seg_start
+            hi = min(spec.end, seg_start + seg_length) - seg_start
+            if not parts_k:
+                parts_k = [[] for _ in segment.keys]
+                parts_v = [[] for _ in segment.values]
+            for i, (k, v) in enumerate(zip(segment.keys, segment.values, strict=True)):
+                parts_k[i].append(k[:, lo:hi])
+                parts_v[i].append(v[:, lo:hi])
+        keys = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_k]
+        values = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_v]
+        return keys, values
+
+    def _inject(
+        self,
+        forward_context: ForwardContext,
+        spec: LoadSpec,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+    ) -> None:
+        positions = torch.arange(spec.start, spec.end)
+        blocks = torch.tensor(spec.block_ids, dtype=torch.int64)
+        slots = blocks[positions // self.block_size] * self.block_size + positions % self.block_size
+        for name, layer in forward_context.no_compile_layers.items():
+            cache = getattr(layer, "kv_cache", None)
+            if cache is None or name not in self._layer_index:
+                continue
+            if isinstance(cache, (list, tuple)):
+                cache = cache[getattr(forward_context, "virtual_engine", 0)]
+            index = self._layer_index[name]
+            key = keys[index].to(cache.device, cache.dtype)
+            value = values[index].to(cache.device, cache.dtype)
+            layer.impl.do_kv_cache_update(layer, key, value, cache, slots.to(cache.device))
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return  # loads are synchronous: done in start_load_kv
+
+    def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kw: Any) -> None:
+        return  # a consumer: nothing is saved
+
+    def wait_for_save(self) -> None:
+        return
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        errors, self._load_errors = self._load_errors, set()
+        return errors
+
+
+def _engine_model(vllm_config: VllmConfig, kv_cache_config: Any) -> EngineModel:
+    from transformers import AutoTokenizer
+
+    model_config = vllm_config.model_config
+    spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
+    num_layers = sum(len(g.layer_names) for g in kv_cache_config.kv_cache_groups)
+    tokenizer_dir = local_folder(model_config.tokenizer or model_config.model)
+    return EngineModel(
+        model_dir=local_folder(model_config.model),
+        tokenizer=AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True),
+        dtype=DTYPE_NAMES.get(model_config.dtype, str(model_config.dtype)),
+        num_layers=num_layers,
+        kv_heads=spec.num_kv_heads,
+        head_dim=spec.head_size,
+    )
