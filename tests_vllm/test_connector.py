@@ -85,7 +85,7 @@ def test_a_bit_flipped_segment_is_computed_normally_and_logged(engines):
     assert a.num_cached_tokens == 0
     assert a.outputs[0].token_ids == b.outputs[0].token_ids
     log = engines["log"].read_text(errors="replace")
-    assert "segment" in log and "unusable" in log and "checksum" in log
+    assert "segment" in log and "unusable" in log and "digest" in log
 
 
 def test_a_kv_folder_of_another_model_stops_the_engine(prepared, tmp_path):

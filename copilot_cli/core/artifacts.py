@@ -137,9 +137,13 @@ def decode_metadata(metadata: Mapping[str, str], key: str, *, where: str) -> Any
 def save_safetensors(
     path: Path | str, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any]
 ) -> None:
-    """Atomically and deterministically write a safetensors file with encoded metadata."""
+    """Atomically and deterministically write a safetensors file with encoded metadata, sealed
+    by a digest over its canonical header and every tensor byte (read it with
+    `safetensors_io.read_verified` / `read_tensors`)."""
+    from copilot_cli.core.safetensors_io import sealed_metadata
+
     with atomic_write(path) as handle:
-        write_safetensors(handle, tensors, encode_metadata(metadata))
+        write_safetensors(handle, tensors, sealed_metadata(tensors, encode_metadata(metadata)))
 
 
 def check_scheme(metadata: Mapping[str, Any], *, where: str, fmt: str) -> None:

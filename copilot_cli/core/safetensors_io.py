@@ -8,10 +8,11 @@ the same bytes, and stream tensor data to disk instead of building one large buf
 from __future__ import annotations
 
 import json
+import os
 import struct
 from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import torch
 
@@ -29,6 +30,7 @@ _DTYPE_NAMES = {
     torch.uint8: "U8",
     torch.bool: "BOOL",
 }
+_TORCH_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
 _ALIGN = 8  # header padded so tensor data starts 8-byte aligned (mmap-friendly)
 
 
@@ -74,47 +76,161 @@ def write_safetensors(
         stream.write(tensor_bytes(tensors[name]))
 
 
+_ITEM_SIZES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
+DIGEST_KEY = "digest"
+
+
+def _check_entries(header: dict, data_size: int, where: str) -> None:
+    """Every tensor entry well-formed and the entries tiling the data region exactly, in order,
+    so no two tensors overlap and every byte belongs to one."""
+    position = 0
+    entries = sorted(header.items(), key=lambda item: _offsets(item[1], where)[0])
+    for name, entry in entries:
+        begin, end = _offsets(entry, where)
+        dtype, shape = entry.get("dtype"), entry.get("shape")
+        if dtype not in _ITEM_SIZES:
+            raise ArtifactError(f"tensor {name!r}: unknown dtype {dtype!r}", where=where)
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise ArtifactError(f"tensor {name!r}: malformed shape {shape!r}", where=where)
+        count = 1
+        for d in shape:
+            count *= d
+        if begin != position or end - begin != count * _ITEM_SIZES[dtype]:
+            raise ArtifactError(f"tensor {name!r}: offsets do not match its shape", where=where)
+        position = end
+    if position != data_size:
+        raise ArtifactError("tensor data does not fill the file exactly", where=where)
+
+
+def _offsets(entry: Any, where: str) -> tuple[int, int]:
+    offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1]
+    ):
+        raise ArtifactError("a tensor entry has malformed data_offsets", where=where)
+    return offsets[0], offsets[1]
+
+
 def read_header(path: Path) -> tuple[dict[str, dict], dict[str, str]]:
     """Read and check a safetensors header: (tensor entries, metadata).
 
-    Raises ArtifactError when the file is truncated or its header is malformed, before any
-    tensor is read, so a damaged file never yields a partial result.
+    Raises ArtifactError when the file is truncated, its header is malformed, or its entries
+    do not tile the data exactly, before any tensor is read, so a damaged file never yields a
+    partial result.
     """
+    where = str(path)
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
             prefix = handle.read(8)
             if len(prefix) < 8:
-                raise ArtifactError("file is too short to be safetensors", where=str(path))
+                raise ArtifactError("file is too short to be safetensors", where=where)
             (header_len,) = struct.unpack("<Q", prefix)
             if header_len > size - 8 or header_len > 100_000_000:
                 raise ArtifactError(
                     f"header length {header_len} exceeds the file size {size}: truncated "
                     "or not a safetensors file",
-                    where=str(path),
+                    where=where,
                 )
             header = json.loads(handle.read(header_len))
-    except (OSError, ValueError) as exc:
-        raise ArtifactError(f"unreadable safetensors header ({exc})", where=str(path)) from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ArtifactError(f"unreadable safetensors header ({exc})", where=where) from exc
     if not isinstance(header, dict):
-        raise ArtifactError("safetensors header is not a JSON object", where=str(path))
+        raise ArtifactError("safetensors header is not a JSON object", where=where)
     metadata = header.pop("__metadata__", None) or {}
-    data_end = max((entry["data_offsets"][1] for entry in header.values()), default=0)
-    if 8 + header_len + data_end != size:
-        raise ArtifactError(
-            f"expected {8 + header_len + data_end} bytes, found {size}: the file is truncated "
-            "or has trailing garbage",
-            where=str(path),
-        )
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise ArtifactError("safetensors metadata is not a str -> str object", where=where)
+    _check_entries(header, size - 8 - header_len, where)
     return header, metadata
 
 
-def tensor_checksum(tensors: Mapping[str, torch.Tensor]) -> str:
-    """xxh3-128 over the tensors' bytes in file (sorted name) order: fast enough to verify on
-    every load, so a bit-flipped artifact is refused."""
+def _canonical_header(header: Mapping[str, Any], metadata: Mapping[str, str]) -> bytes:
+    body = {
+        "metadata": {k: v for k, v in metadata.items() if k != DIGEST_KEY},
+        "tensors": {
+            name: [e["dtype"], list(e["shape"]), list(e["data_offsets"])]
+            for name, e in header.items()
+        },
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sealed_metadata(
+    tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]
+) -> dict[str, str]:
+    """`metadata` plus a `digest` over the canonical header (every tensor's dtype, shape and
+    offsets, every metadata key) and every tensor byte: what `read_verified` checks."""
     import xxhash
 
-    digest = xxhash.xxh3_128()
+    header = json.loads(build_header(tensors, dict(metadata))[8:])
+    header.pop("__metadata__", None)
+    digest = xxhash.xxh3_128(_canonical_header(header, metadata))
     for name in sorted(tensors):
         digest.update(tensor_bytes(tensors[name]))
-    return digest.hexdigest()
+    return {**metadata, DIGEST_KEY: digest.hexdigest()}
+
+
+def read_verified(path: Path) -> tuple[dict[str, dict], dict[str, str], Any, int]:
+    """(header, metadata, a private copy-on-write map of the file, data start), after the
+    digest over the canonical header and every data byte matched.
+
+    Raises:
+        ArtifactError: a damaged, truncated or edited file (including one written before
+            files carried a digest).
+    """
+    import mmap
+
+    import xxhash
+
+    header, metadata = read_header(path)
+    where = str(path)
+    if DIGEST_KEY not in metadata:
+        raise ArtifactError("carries no digest (an older format): make it again", where=where)
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY) if size else b""
+    start = 8 + struct.unpack_from("<Q", buffer)[0]
+    digest = xxhash.xxh3_128(_canonical_header(header, metadata))
+    digest.update(memoryview(buffer)[start:])
+    if digest.hexdigest() != metadata[DIGEST_KEY]:
+        raise ArtifactError("content does not match its digest: the file is corrupt", where=where)
+    return header, metadata, buffer, start
+
+
+def tensor_view(buffer: Any, start: int, entry: dict[str, Any]) -> torch.Tensor:
+    """A tensor over its bytes in a verified file map (copied out when unaligned)."""
+    dtype = _TORCH_DTYPES[entry["dtype"]]
+    begin, end = entry["data_offsets"]
+    if end == begin:
+        return torch.empty(entry["shape"], dtype=dtype)
+    offset = start + begin
+    size = torch.empty((), dtype=dtype).element_size()
+    if offset % size:
+        raw = torch.frombuffer(bytearray(buffer[offset : start + end]), dtype=torch.uint8)
+        return raw.view(dtype).reshape(entry["shape"])
+    count = (end - begin) // size
+    return torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(entry["shape"])
+
+
+def read_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Every tensor of a sealed safetensors file (verified first), and its metadata."""
+    header, metadata, buffer, start = read_verified(path)
+    return {name: tensor_view(buffer, start, entry) for name, entry in header.items()}, metadata

@@ -14,6 +14,7 @@ from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     canonical_json,
+    sealed,
     sha256_text,
     write_if_changed,
 )
@@ -388,7 +389,7 @@ def _write_index(
         "prefixes": prefixes,
         "segments": dict(sorted(files.items())),
     }
-    write_if_changed(options.out / INDEX, canonical_json(index).encode("utf-8"))
+    write_if_changed(options.out / INDEX, canonical_json(sealed(index)).encode("utf-8"))
     for stale in (options.out / SEGMENTS_DIR).glob("*.safetensors"):
         if stale.stem not in files:
             stale.unlink()

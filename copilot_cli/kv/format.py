@@ -12,33 +12,33 @@ and metadata naming everything needed to refuse a wrong use (see docs/formats.md
 from __future__ import annotations
 
 import hashlib
-import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import xxhash
 
 from copilot_cli import __version__
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     check_header,
     check_scheme,
+    check_sealed,
     decode_metadata,
     encode_metadata,
     read_json_artifact,
     save_safetensors,
 )
 from copilot_cli.core.errors import ArtifactError
-from copilot_cli.core.safetensors_io import read_header, tensor_checksum
+from copilot_cli.core.safetensors_io import read_verified, tensor_view
 
 SEGMENT_FORMAT = "copilot-opt.kv-segment"
 INDEX_FORMAT = "copilot-opt.kv-cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: sealed by a digest over header and data; index sealed and checked
 INDEX = "index.json"
 SEGMENTS_DIR = "segments"
+_ST_NAMES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
 _ST_DTYPES = {
     "F32": torch.float32,
     "F16": torch.float16,
@@ -133,7 +133,6 @@ def write_segment(
         "segment_hash": seg_hash,
         "block_size": block_size,
         "block_hashes": hashes,
-        "tensor_checksum": tensor_checksum(tensors),
         "copilot_opt_version": __version__,
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
@@ -201,13 +200,17 @@ def read_segment(
     tokenizer_fingerprint: str | None = None,
     geometry: ModelGeometry | None = None,
 ) -> SegmentData:
-    """Read a segment into fresh memory, verifying format, fingerprints, shapes and checksum.
+    """Read a segment, verifying every byte (the digest over its header and data), its format,
+    fingerprints and shapes, and its identity (the segment hash recomputed from its tokens).
 
-    Nothing is handed out before every check passed: a truncated or bit-flipped file raises
-    ArtifactError, a file made for another model or tokenizer FingerprintMismatch.
+    Nothing is handed out before every check passed: a truncated, bit-flipped or edited file
+    raises ArtifactError, a file made for another model or tokenizer FingerprintMismatch. The
+    tensors view a private copy-on-write map: a caller writing into one changes its own pages.
     """
     where = str(path)
-    header, metadata = read_header(path)
+    if not path.is_file():
+        raise ArtifactError("segment file is missing", where=where)
+    header, metadata, buffer, start = read_verified(path)
     check_metadata(
         metadata,
         where,
@@ -215,47 +218,76 @@ def read_segment(
         tokenizer_fingerprint=tokenizer_fingerprint,
         geometry=geometry,
     )
-    # A private copy-on-write mapping: no copy is made up front, the checksum reads each page
-    # once, and a caller writing into a tensor changes its own pages, never the file.
-    with path.open("rb") as handle:
-        buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
-    header_len = struct.unpack_from("<Q", buffer)[0]
-    data = memoryview(buffer)[8 + header_len :]
-    if xxhash.xxh3_128_hexdigest(data) != metadata.get("tensor_checksum"):
-        raise ArtifactError("tensor checksum mismatch: the file is corrupt", where=where)
-    tensors = {name: _view(buffer, 8 + header_len, entry, where) for name, entry in header.items()}
-    layers = int(metadata["num_layers"])
-    length = int(metadata["length"])
+    expected = _expected_tensors(metadata, where)
+    found = {name: (e["dtype"], e["shape"]) for name, e in header.items()}
+    if found != expected:
+        raise ArtifactError("tensors differ from what the metadata describes", where=where)
+    tensors = {name: tensor_view(buffer, start, entry) for name, entry in header.items()}
     token_ids = tensors["token_ids"].tolist()
+    own = segment_hash(
+        metadata.get("parent", ""), token_ids, metadata["model_fingerprint"], metadata["dtype"]
+    )
+    if own != metadata.get("segment_hash"):
+        raise ArtifactError("segment hash does not match its tokens", where=where)
+    layers = len(expected) // 2
     keys = [tensors[f"layers.{i}.keys"] for i in range(layers)]
     values = [tensors[f"layers.{i}.values"] for i in range(layers)]
-    for tensor in (*keys, *values):
-        if tensor.dim() != 3 or tensor.shape[1] != length:
-            raise ArtifactError(
-                f"tensor of shape {tuple(tensor.shape)} does not hold {length} positions",
-                where=where,
-            )
     return SegmentData(path=path, metadata=metadata, token_ids=token_ids, keys=keys, values=values)
 
 
-def _view(buffer: mmap.mmap, base: int, entry: dict[str, Any], where: str) -> torch.Tensor:
-    dtype = _ST_DTYPES.get(entry["dtype"])
-    if dtype is None:
-        raise ArtifactError(f"unsupported tensor dtype {entry['dtype']}", where=where)
-    begin, end = entry["data_offsets"]
-    count = (end - begin) // torch.empty((), dtype=dtype).element_size()
-    if count == 0:
-        return torch.empty(entry["shape"], dtype=dtype)
-    offset = base + begin
-    if offset % torch.empty((), dtype=dtype).element_size():  # unaligned: copy out
-        raw = torch.frombuffer(bytearray(buffer[offset : offset + end - begin]), dtype=torch.uint8)
-        return raw.view(dtype).reshape(entry["shape"])
-    return torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(entry["shape"])
+def _expected_tensors(metadata: dict[str, str], where: str) -> dict[str, tuple[str, list[int]]]:
+    """name -> (dtype, shape) every tensor must have, from the metadata."""
+    try:
+        layers, length = int(metadata["num_layers"]), int(metadata["length"])
+        kv_heads = decode_metadata(metadata, "kv_heads", where=where)
+        head_dims = decode_metadata(metadata, "head_dims", where=where)
+        dtype = _ST_NAMES[metadata["dtype"]]
+        expected: dict[str, tuple[str, list[int]]] = {"token_ids": ("I64", [length])}
+        for i in range(layers):
+            shape = [kv_heads[i], length, head_dims[i]]
+            expected[f"layers.{i}.keys"] = expected[f"layers.{i}.values"] = (dtype, shape)
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        raise ArtifactError(f"malformed segment metadata ({exc})", where=where) from None
+    return expected
 
 
 def read_index(kv_dir: Path) -> dict[str, Any]:
+    """index.json, its digest, shape and internal consistency checked (no segment is read):
+    every prefix's segments chain from position 0 to its length, each segment's parent is the
+    one before it, and the block hashes are those of its token ids."""
+    where = str(kv_dir / INDEX)
     index = read_json_artifact(
         kv_dir / INDEX, fmt=INDEX_FORMAT, version=FORMAT_VERSION, what="KV cache folder"
     )
-    check_scheme(index, where=str(kv_dir / INDEX), fmt=INDEX_FORMAT)
+    check_sealed(index, where=where)
+    check_scheme(index, where=where, fmt=INDEX_FORMAT)
+    try:
+        _check_index(index)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ArtifactError(f"malformed index ({type(exc).__name__}: {exc})", where=where) from None
     return index
+
+
+def _check_index(index: dict[str, Any]) -> None:
+    segments, prefixes = index["segments"], index["prefixes"]
+    if not isinstance(segments, dict) or not isinstance(prefixes, dict):
+        raise TypeError("'segments' and 'prefixes' must be objects")
+    for name, entry in prefixes.items():
+        ids = entry["token_ids"]
+        if not isinstance(ids, list) or not all(type(t) is int for t in ids):
+            raise TypeError(f"{name}: token_ids must be a list of integers")
+        if entry["tokens"] != len(ids):
+            raise ValueError(f"{name}: tokens {entry['tokens']} != {len(ids)} token ids")
+        position, parent = 0, ""
+        for seg_hash in entry["segments"]:
+            info = segments[seg_hash]
+            if info["start"] != position or info["parent"] != parent or info["length"] < 1:
+                raise ValueError(f"{name}: its segments do not chain")
+            if info["file"] != f"{SEGMENTS_DIR}/{seg_hash}.safetensors":
+                raise ValueError(f"{name}: a segment names another file")
+            position, parent = position + info["length"], seg_hash
+        if position != len(ids):
+            raise ValueError(f"{name}: its segments hold {position} of {len(ids)} tokens")
+        hashes = block_hashes(ids, index["block_size"], index["model_fingerprint"])
+        if entry["block_hashes"] != hashes:
+            raise ValueError(f"{name}: block hashes do not match its token ids")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -12,7 +13,13 @@ import torch
 
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
 from copilot_cli.core.fingerprints import model_fingerprint, tokenizer_fingerprint
-from copilot_cli.kv.format import SEGMENTS_DIR, ModelGeometry, read_index, read_segment
+from copilot_cli.kv.format import (
+    SEGMENTS_DIR,
+    ModelGeometry,
+    block_hashes,
+    read_index,
+    read_segment,
+)
 from copilot_cli.kv.geometry import model_geometry
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -87,16 +94,20 @@ def _read_chain(
     token_ids: list[int] = []
     keys: list[list[torch.Tensor]] = [[] for _ in range(geometry.num_layers)]
     values: list[list[torch.Tensor]] = [[] for _ in range(geometry.num_layers)]
+    parent = ""
+    segments = []
     for path in paths:
         segment = read_segment(
             path, model_fingerprint=model_fp, tokenizer_fingerprint=tok_fp, geometry=geometry
         )
-        if segment.start != len(token_ids):
+        if segment.start != len(token_ids) or segment.parent != parent:
             raise ArtifactError(
-                f"segment starts at position {segment.start}, expected "
-                f"{len(token_ids)}: the chain is broken",
+                f"segment starts at position {segment.start} after {segment.parent[:16] or '-'}"
+                f", expected {len(token_ids)} after {parent[:16] or '-'}: the chain is broken",
                 where=str(path),
             )
+        parent = segment.metadata["segment_hash"]
+        segments.append(segment)
         stored = _DTYPES.get(segment.metadata.get("dtype", ""))
         if stored != model_dtype:
             raise ArtifactError(
@@ -108,9 +119,24 @@ def _read_chain(
         for i in range(geometry.num_layers):
             keys[i].append(segment.keys[i])
             values[i].append(segment.values[i])
+    _check_block_hashes(segments, token_ids, model_fp)
     joined_k = [parts[0] if len(parts) == 1 else torch.cat(parts, dim=1) for parts in keys]
     joined_v = [parts[0] if len(parts) == 1 else torch.cat(parts, dim=1) for parts in values]
     return token_ids, joined_k, joined_v
+
+
+def _check_block_hashes(segments: list[Any], token_ids: list[int], model_fp: str) -> None:
+    """Each segment's block hashes are those of the whole prefix's blocks ending in it."""
+    if not segments:
+        return
+    size = int(segments[0].metadata["block_size"])
+    hashes = block_hashes(token_ids, size, model_fp)
+    for segment in segments:
+        first = (segment.start + size - 1) // size
+        last = (segment.start + len(segment.token_ids)) // size
+        stored = json.loads(segment.metadata.get("block_hashes", "null"))
+        if stored != hashes[first:last]:
+            raise ArtifactError("block hashes do not match the tokens", where=str(segment.path))
 
 
 def build_cache(model: Any, keys: list[torch.Tensor], values: list[torch.Tensor]) -> Any:

@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 
 from copilot_cli import __version__
 from copilot_cli.core.artifacts import check_header, save_safetensors
 from copilot_cli.core.errors import ArtifactError
-from copilot_cli.core.safetensors_io import read_header, tensor_checksum
+from copilot_cli.core.safetensors_io import read_verified, tensor_view
 from copilot_cli.quant.scheme import QuantizedTable
 
 FORMAT = "copilot-opt.quantized-embeddings"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: sealed by a digest over header and data
 FILENAME = "embeddings.safetensors"
 
 
@@ -46,7 +45,6 @@ def write(path: Path, tables: dict[str, StoredTable], metadata: dict[str, Any]) 
         "format_version": FORMAT_VERSION,
         "copilot_opt_version": __version__,
         "torch_version": torch.__version__,
-        "tensor_checksum": tensor_checksum(tensors),
         **metadata,
     }
     save_safetensors(path, tensors, meta)
@@ -55,11 +53,12 @@ def write(path: Path, tables: dict[str, StoredTable], metadata: dict[str, Any]) 
 def read(
     path: Path, *, model_fingerprint: str | None = None, tokenizer_fingerprint: str | None = None
 ) -> tuple[dict[str, StoredTable], dict[str, str]]:
-    """Read and check a quantized-embeddings file (format, version, fingerprints, checksum)."""
+    """Read and check a quantized-embeddings file: every byte (digest), format, version,
+    fingerprints, and each tensor's dtype and shape against the scheme the metadata names."""
     where = str(path)
     if not path.is_file():
         raise ArtifactError("no quantized embeddings here", where=where)
-    _, metadata = read_header(path)
+    header, metadata, buffer, start = read_verified(path)
     check_header(
         metadata,
         where=where,
@@ -68,26 +67,49 @@ def read(
         model_fingerprint=model_fingerprint,
         tokenizer_fingerprint=tokenizer_fingerprint,
     )
-    tensors: dict[str, torch.Tensor] = {}
-    with safe_open(str(path), framework="pt") as handle:
-        for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
-            tensors[name] = handle.get_tensor(name)
-    if tensor_checksum(tensors) != metadata.get("tensor_checksum"):
-        raise ArtifactError("tensor checksum mismatch: the file is corrupt", where=where)
-    bits = int(metadata["bits"])
-    group = None if metadata.get("group_size") in (None, "null") else int(metadata["group_size"])
-    cols = int(metadata["hidden_size"])
+    try:
+        bits, cols = int(metadata["bits"]), int(metadata["hidden_size"])
+        group = (
+            None if metadata.get("group_size") in (None, "null") else int(metadata["group_size"])
+        )
+        rows = int(metadata["vocab_size"])
+        kept = int(metadata["kept_rows"])
+    except (KeyError, ValueError) as exc:
+        raise ArtifactError(f"malformed metadata ({exc})", where=where) from None
+    prefixes = sorted({name.split(".")[0] for name in header})
+    expected = {}
+    for prefix in prefixes:
+        expected.update(_expected(prefix, bits, group, rows, cols, kept))
+    found = {name: (e["dtype"], e["shape"]) for name, e in header.items()}
+    if found != expected or "embed" not in prefixes or not set(prefixes) <= {"embed", "lm_head"}:
+        raise ArtifactError("tensors differ from what the metadata describes", where=where)
+    tensors = {name: tensor_view(buffer, start, entry) for name, entry in header.items()}
     tables = {}
-    for prefix in ("embed", "lm_head"):
-        if f"{prefix}.q" in tensors:
-            table = QuantizedTable(
-                bits=bits,
-                group_size=group,
-                q=tensors[f"{prefix}.q"],
-                scales=tensors[f"{prefix}.scales"],
-                cols=cols,
-            )
-            tables[prefix] = StoredTable(
-                table, tensors[f"{prefix}.kept_ids"], tensors[f"{prefix}.kept_rows"]
-            )
+    for prefix in prefixes:
+        table = QuantizedTable(
+            bits=bits,
+            group_size=group,
+            q=tensors[f"{prefix}.q"],
+            scales=tensors[f"{prefix}.scales"],
+            cols=cols,
+        )
+        tables[prefix] = StoredTable(
+            table, tensors[f"{prefix}.kept_ids"], tensors[f"{prefix}.kept_rows"]
+        )
     return tables, metadata
+
+
+def _expected(
+    prefix: str, bits: int, group: int | None, rows: int, cols: int, kept: int
+) -> dict[str, tuple[str, list[int]]]:
+    """name -> (dtype, shape) of one stored table under the scheme its metadata names."""
+    if bits == 8:
+        q, scales = ("I8", [rows, cols]), ("F16", [rows])
+    else:
+        q, scales = ("U8", [rows, cols // 2]), ("F16", [rows, cols // (group or 1)])
+    return {
+        f"{prefix}.q": q,
+        f"{prefix}.scales": scales,
+        f"{prefix}.kept_ids": ("I64", [kept]),
+        f"{prefix}.kept_rows": ("F16", [kept, cols]),
+    }

@@ -22,14 +22,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 
 from copilot_cli.core.artifacts import check_header, decode_metadata, save_safetensors
 from copilot_cli.core.errors import ArtifactError, InputError
-from copilot_cli.core.safetensors_io import read_header
+from copilot_cli.core.safetensors_io import read_verified, tensor_view
 
 FORMAT = "copilot-opt.regress-baseline"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: sealed by a digest over header and data
+_CASE_TENSORS = {
+    "logprobs": ("F32", 2),
+    "topk_ids": ("I32", 2),
+    "topk_logprobs": ("F32", 2),
+    "target_logprob": ("F32", 1),
+    "generated": ("I64", 1),
+}
 
 
 @dataclass
@@ -89,7 +95,7 @@ class Baseline:
         where = str(path)
         if not path.is_file():
             raise InputError("baseline file does not exist", where=where)
-        _, metadata = read_header(path)
+        header, metadata, buffer, start = read_verified(path)
         check_header(
             metadata,
             where=where,
@@ -106,10 +112,17 @@ class Baseline:
             )
         self.path = path
         self.metadata = metadata
-        self.topk = int(metadata.get("topk", "0"))
+        try:
+            self.topk = int(metadata.get("topk", "0"))
+            self.gen_tokens = int(metadata.get("gen_tokens", "0"))
+        except ValueError as exc:
+            raise ArtifactError(f"malformed metadata ({exc})", where=where) from None
         self.sets = decode_metadata(metadata, "case_sets", where=where)
-        self.gen_tokens = int(metadata.get("gen_tokens", "0"))
-        self._handle = safe_open(str(path), framework="pt")
+        if not isinstance(self.sets, dict) or not all(
+            isinstance(v, int) for v in self.sets.values()
+        ):
+            raise ArtifactError("malformed case_sets", where=where)
+        self._header, self._buffer, self._start = header, buffer, start
 
     def require(self, set_hash: str, count: int, what: str) -> None:
         if self.sets.get(set_hash) != count:
@@ -119,9 +132,23 @@ class Baseline:
                 where=str(self.path),
             )
 
+    def _tensor(self, name: str, dtype: str, dims: int) -> torch.Tensor:
+        entry = self._header.get(name)
+        if entry is None or entry["dtype"] != dtype or len(entry["shape"]) != dims:
+            raise ArtifactError(
+                f"{name}: missing or not {dtype} with {dims} dims", where=str(self.path)
+            )
+        return tensor_view(self._buffer, self._start, entry)
+
     def case(self, set_hash: str, index: int) -> BaseCase:
+        """The base model's numbers for one case (each tensor's dtype and rank checked)."""
         key = f"{set_hash[:16]}.{index}"
-        get = self._handle.get_tensor
+
+        def get(name: str) -> torch.Tensor:
+            kind = name.rsplit(".", 1)[1]
+            dtype, dims = _CASE_TENSORS[kind]
+            return self._tensor(name, dtype, dims)
+
         if self.topk:
             return BaseCase(
                 None,

@@ -89,7 +89,7 @@ def test_a_corrupt_or_misplaced_segment_is_refused(folder, tmp_path):
     data = bytearray(path.read_bytes())
     data[-50] ^= 0x10
     path.write_bytes(bytes(data))
-    with pytest.raises(ArtifactError, match="checksum"):
+    with pytest.raises(ArtifactError, match="digest"):
         _store(kv, 1 << 30).check(seg_hash)
     child = kv.prefix("a").segments[1]
     with pytest.raises(ArtifactError, match="chain"):

@@ -125,7 +125,7 @@ def test_nan_logits_fail_the_variant(shipped, artifacts, tmp_path):
     scales[:] = float("inf")
     tables["embed"].table.scales = scales
     (tmp_path / "bad").mkdir()
-    keep = {"format", "format_version", "copilot_opt_version", "torch_version", "tensor_checksum"}
+    keep = {"format", "format_version", "copilot_opt_version", "torch_version", "digest"}
 
     def decode(value):
         try:
