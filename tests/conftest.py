@@ -57,3 +57,28 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture()
 def runner() -> CliRunner:
     return CliRunner()
+
+
+@pytest.fixture(scope="session")
+def shipped_artifacts(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Every deterministic artifact of the shipped inputs, built once (tests that change one
+    copy it first), with the hash of each file; plus a small top-k regress baseline."""
+    from copilot_cli.regress import RegressOptions, run_regress
+    from tests.golden.artifacts import build_all
+
+    out = tmp_path_factory.mktemp("shipped-artifacts")
+    hashes = build_all(out)
+    prompts = out / "prompts.jsonl"
+    prompts.write_text(
+        "".join((REPO_ROOT / "sample_data" / "prompts.jsonl").read_text().splitlines(True)[:3])
+    )
+    run_regress(
+        RegressOptions(
+            prompts=prompts,
+            save_baseline=out / "baseline.safetensors",
+            baseline_topk=8,
+            gen_tokens=4,
+            max_tokens=64,
+        )
+    )
+    return out, hashes

@@ -3,14 +3,12 @@
 import json
 from pathlib import Path
 
-from tests.golden.artifacts import build_all
-
 RECORDED = Path(__file__).resolve().parent / "golden" / "artifact_hashes.json"
 
 
-def test_artifacts_are_byte_identical_to_the_recorded_set(tmp_path):
+def test_artifacts_are_byte_identical_to_the_recorded_set(shipped_artifacts):
     recorded = json.loads(RECORDED.read_text())
-    built = build_all(tmp_path)
+    _, built = shipped_artifacts
     assert sorted(built) == sorted(recorded)
     changed = sorted(name for name in recorded if built[name] != recorded[name])
     assert changed == [], f"artifacts changed: {changed}"

@@ -1,6 +1,15 @@
 """Repository chunking: entity-aligned, token-exact, lossless, deduplicated, ranked."""
 
 from copilot_cli.chunking.chunker import chunk_repository
+from copilot_cli.chunking.format import inspect_chunks, read_chunks, read_registry
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 
-__all__ = ["ChunkOptions", "ChunkResult", "ChunkSummary", "chunk_repository"]
+__all__ = [
+    "ChunkOptions",
+    "ChunkResult",
+    "ChunkSummary",
+    "chunk_repository",
+    "inspect_chunks",
+    "read_chunks",
+    "read_registry",
+]

@@ -14,6 +14,7 @@ from typing import Any
 from copilot_cli import __version__
 from copilot_cli.chunking.dedup import dedupe, line_hashes, rolling_repeats
 from copilot_cli.chunking.files import FileReport, chunk_file
+from copilot_cli.chunking.format import FORMAT, FORMAT_VERSION, REGISTRY_VERSION, chunks_digest
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
@@ -23,14 +24,15 @@ from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     atomic_write,
     canonical_json,
+    json_digest,
+    sealed,
     write_bytes,
 )
 from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
+from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import context_length, default_model, load_tokenizer
 from copilot_cli.core.options import OptionError
 
-FORMAT = "copilot-opt.chunks"
-FORMAT_VERSION = 1
 CHUNKER_VERSION = "5"  # bump when chunk boundaries change, to invalidate caches
 
 
@@ -106,7 +108,8 @@ def chunk_repository(options: ChunkOptions, tokenizer: Any | None = None) -> Chu
     repeats = rolling_repeats(
         {rel: tuple(r["lines"]) for rel, r in run.results.items()}, options.repeat_window
     )
-    _write(options, tok_fp, written, modes, repeats)
+    with output_lock(options.out, "chunk", folder=False):
+        _write(options, tok_fp, written, modes, repeats)
     warnings = []
     if not run.results:
         warnings.append(f"{options.repo}: no files to chunk (empty repository or all skipped)")
@@ -186,12 +189,11 @@ class _Run:
             self.keys[rel] = _cache_key(data, rel, self.options_key)
             cached = self.cache / f"{self.keys[rel]}.json"
             if self.options.use_cache and cached.is_file():
-                try:
-                    self.results[rel] = json.loads(cached.read_text(encoding="utf-8"))
+                entry = _cache_entry(cached)
+                if entry is not None:  # a damaged or edited entry is redone, never used
+                    self.results[rel] = entry
                     self.cache_hits += 1
                     continue
-                except ValueError:
-                    pass
             self.pending.append((str(real), rel, self.options.max_tokens))
 
     def chunk_pending(self, walked: Any) -> None:
@@ -219,7 +221,7 @@ class _Run:
                 with contextlib.suppress(OSError):
                     write_bytes(
                         self.cache / f"{self.keys[rel]}.json",
-                        json.dumps(self.results[rel]).encode("utf-8"),
+                        json.dumps(sealed(self.results[rel])).encode("utf-8"),
                     )
 
     def chunks(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -233,6 +235,17 @@ class _Run:
                 chunk["id"] = chunk["sha256"][:16]
                 chunks.append(chunk)
         return chunks, modes
+
+
+def _cache_entry(path: Path) -> dict[str, Any] | None:
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(entry, dict) or entry.get("digest") != json_digest(entry):
+        return None
+    entry.pop("digest")
+    return entry
 
 
 def _write(
@@ -255,22 +268,25 @@ def _write(
         "reserve": options.reserve,
         "repository": options.repo.name,
     }
+    lines = []
+    for chunk in written:
+        record = {k: v for k, v in chunk.items() if k != "syntax_hash"}
+        record["type"] = "chunk"
+        lines.append((json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode())
+    header["digest"] = chunks_digest(header, lines)
     with atomic_write(options.out) as handle:
         handle.write((json.dumps(header, sort_keys=True) + "\n").encode("utf-8"))
-        for chunk in written:
-            record = {k: v for k, v in chunk.items() if k != "syntax_hash"}
-            record["type"] = "chunk"
-            handle.write(
-                (json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-            )
+        for line in lines:
+            handle.write(line)
     if options.registry is not None:
         registry = {
             "format": "copilot-opt.chunk-registry",
-            "format_version": 1,
+            "format_version": REGISTRY_VERSION,
             "tokenizer_fingerprint": tok_fp,
             "fingerprint_scheme": FINGERPRINT_SCHEME,
             "max_tokens": options.max_tokens,
+            "chunks_digest": header["digest"],  # the chunks file this registry describes
             "chunks": build_registry(written, modes),
             "repeated_spans": [{"lines": r.lines, "locations": r.locations} for r in repeats],
         }
-        write_bytes(options.registry, canonical_json(registry).encode("utf-8"))
+        write_bytes(options.registry, canonical_json(sealed(registry)).encode("utf-8"))

@@ -10,7 +10,8 @@ from copilot_cli import __version__
 from copilot_cli.cli.build import build_command
 from copilot_cli.cli.chunk import chunk_command
 from copilot_cli.cli.common import option, set_debug
-from copilot_cli.cli.kv import inspect_command, prefill_kv_command
+from copilot_cli.cli.inspect import inspect_command
+from copilot_cli.cli.kv import prefill_kv_command
 from copilot_cli.cli.model_info import model_info
 from copilot_cli.cli.prune import prune_command
 from copilot_cli.cli.quant import quantize_command

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from rich.table import Table
 
-from copilot_cli.cli.common import JsonOpt, cell, handle_errors, note, option, print_json
+from copilot_cli.cli.common import JsonOpt, cell, handle_errors, note, option, print_json, warn
 from copilot_cli.cli.common import stdout_console as console
 
 
@@ -28,6 +28,8 @@ def build_command(
     options = BuildOptions(config=config, out=out, force=force, dry_run=dry_run)
     with progress.progress("building"):
         result = run_build(options)
+    for message in result.warnings:
+        warn(message)
     if json_output:
         print_json(result.to_dict())
     else:

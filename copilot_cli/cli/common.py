@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import sys
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -119,17 +121,39 @@ def handle_errors(func: F) -> F:
             raise fail(str(exc), exc.exit_code) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
+        except OSError as exc:
+            if is_debug():
+                raise
+            if exc.errno in _ENVIRONMENT_ERRORS:
+                raise fail(_environment_error(exc), 2) from None
+            raise fail(_internal(exc), 3) from None
         except Exception as exc:
             if is_debug():
                 raise
-            detail = str(exc).splitlines()[0] if str(exc) else ""
-            raise fail(
-                f"internal error: {type(exc).__name__}: {detail} "
-                "(a bug; rerun with --debug for the traceback)",
-                3,
-            ) from None
+            raise fail(_internal(exc), 3) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+# Errors of the machine, not of copilot-opt: exit 2 naming the folder, no traceback.
+_ENVIRONMENT_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _environment_error(exc: OSError) -> str:
+    """One line for a full disk or a refused write, naming the folder (never a temp file)."""
+    target = Path(exc.filename or ".")
+    folder = target.parent if target.name.startswith(".") or target.suffix == ".tmp" else target
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{folder}: no space left (nothing was half-written; free space and rerun)"
+    return f"{folder}: {exc.strerror or 'not allowed'}"
+
+
+def _internal(exc: BaseException) -> str:
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return (
+        f"internal error: {type(exc).__name__}: {detail} "
+        "(a bug; rerun with --debug for the traceback)"
+    )
 
 
 def print_json(payload: Any) -> None:

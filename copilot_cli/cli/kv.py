@@ -1,4 +1,4 @@
-"""`copilot-opt prefill-kv` and `copilot-opt inspect`."""
+"""`copilot-opt prefill-kv`."""
 
 from __future__ import annotations
 
@@ -53,19 +53,3 @@ def prefill_kv_command(
     else:
         show_prefill(result)
     result.raise_for_failures()
-
-
-@handle_errors
-def inspect_command(
-    path: Annotated[Path, typer.Argument(help="A KV folder or one segment file.")],
-    json_output: JsonOpt = False,
-) -> None:
-    """Show what a KV folder or segment file holds."""
-    from copilot_cli.cli.views.kv import show_inspect
-    from copilot_cli.kv.inspect import describe
-
-    info = describe(path)
-    if json_output:
-        print_json(info)
-    else:
-        show_inspect(path, info)

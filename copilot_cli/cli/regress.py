@@ -47,7 +47,7 @@ def regress_command(
     null_control: Annotated[
         bool, option("--null-control", help="Also run base vs base (the noise floor).")
     ] = False,
-    json_path: Annotated[
+    json: Annotated[
         str | None, option("--json", help="Write the JSON report here (- for stdout).")
     ] = None,
     junit: path_option("--junit", "Write JUnit XML here.") = None,
@@ -62,8 +62,8 @@ def regress_command(
     from copilot_cli.regress import ReportPaths, regress_options, run_regress
     from copilot_cli.regress.reports import to_json
 
-    flags, to_stdout = dict(locals()), json_path == "-"
-    json_file = None if to_stdout or not json_path else Path(json_path)
+    flags, to_stdout = dict(locals()), json == "-"
+    json_file = None if to_stdout or not json else Path(json)
     options = regress_options(
         config,
         {

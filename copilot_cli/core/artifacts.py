@@ -11,14 +11,15 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 
-from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.core.safetensors_io import write_safetensors
 
 _CHUNK = 1 << 20
@@ -37,15 +38,34 @@ REMAKE = {
 }
 
 
+def _remove_orphans(path: Path) -> None:
+    """Temp files of `path` whose writer is gone (killed mid-write): their names carry its pid."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = stale.name[len(path.name) + 2 :].split(".", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        except PermissionError:
+            pass  # alive, another user's
+
+
 @contextlib.contextmanager
 def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO[Any]]:
     """Open a temp file next to `path`; on success fsync it and rename it over `path`.
 
-    On any exception the temp file is removed and `path` is left as it was.
+    On any exception the temp file is removed and `path` is left as it was; temp files that a
+    killed writer left behind are removed first.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_orphans(path)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
@@ -67,6 +87,70 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def check_replaceable(target: Path, owned: Iterable[str]) -> None:
+    """Refuse to replace a folder that holds files the artifact does not own (or a file)."""
+    if target.exists() and not target.is_dir():
+        raise InputError("is a file; give a folder", where=str(target))
+    if target.is_dir():
+        owned = set(owned)
+        foreign = sorted(
+            p.name for p in target.iterdir() if p.name not in owned and not p.name.startswith(".")
+        )
+        if foreign:
+            raise InputError(
+                f"holds files this command did not write ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}): give a new or empty folder",
+                where=str(target),
+            )
+
+
+@contextlib.contextmanager
+def replaced_folder(target: Path, owned: Iterable[str]) -> Iterator[Path]:
+    """Build a multi-file artifact in a staging folder, then swap it in as one unit.
+
+    Yields the staging folder. On success the previous folder is moved aside, the new one
+    renamed in, the previous one removed; on failure the staging folder is removed and
+    `target` is as it was. A kill between the two renames leaves the previous folder under
+    `.NAME.previous`, which the next run puts back before anything else. A folder holding
+    anything but the artifact's own files (`owned`; dot files aside) is refused: replacing it
+    would delete what the user keeps there.
+    """
+    target = Path(os.path.abspath(target))
+    check_replaceable(target, owned)
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    previous = parent / f".{target.name}.previous"
+    if previous.is_dir() and not target.exists():
+        os.replace(previous, target)  # a swap that was killed halfway: undo it
+    for stale in parent.glob(f".{target.name}.staging-*"):
+        pid = stale.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    staging = parent / f".{target.name}.staging-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
+        if target.exists():
+            shutil.rmtree(previous, ignore_errors=True)
+            os.replace(target, previous)
+        os.replace(staging, target)
+        shutil.rmtree(previous, ignore_errors=True)
+        _fsync_dir(parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_bytes(path: Path | str, data: bytes) -> None:
@@ -174,9 +258,11 @@ def check_header(
     if metadata.get("format") != fmt:
         raise ArtifactError(f"format is {metadata.get('format')!r}, expected {fmt!r}", where=where)
     if str(metadata.get("format_version")) != str(version):
+        found = metadata.get("format_version")
+        older = isinstance(found, (int, str)) and str(found).isdigit() and int(found) < version
+        hint = f": re-run {REMAKE.get(fmt, 'the command that made it')}" if older else ""
         raise ArtifactError(
-            f"format_version {metadata.get('format_version')!r} is not "
-            f"supported (this copilot-opt reads {version})",
+            f"format_version {found!r} is not supported (this copilot-opt reads {version}){hint}",
             where=where,
         )
     if model_fingerprint or tokenizer_fingerprint:

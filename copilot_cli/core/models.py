@@ -83,8 +83,10 @@ def _check_model_folder(folder: Path) -> dict[str, Any]:
         raise ModelLoadError("no config.json: not a Hugging Face model folder", where=str(folder))
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"config.json is not valid JSON ({exc})", where=str(folder)) from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ModelLoadError(f"config.json is not valid JSON ({exc})", where=str(folder)) from None
+    if not isinstance(config, dict):
+        raise ModelLoadError("config.json must be a JSON object", where=str(folder))
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     model_type = config.get("model_type")

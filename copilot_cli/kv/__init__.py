@@ -2,7 +2,9 @@
 
 from copilot_cli.kv.builder import PrefillResult, PrefixSource, prefill_kv, prefill_sources
 from copilot_cli.kv.format import ModelGeometry, block_hashes, read_segment
+from copilot_cli.kv.geometry import model_geometry
 from copilot_cli.kv.index import PrefixMatch, PrefixTree
+from copilot_cli.kv.inspect import inspect_kv_folder, inspect_kv_segment
 from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, load_prefix
 from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.kv.serving import generate_with_prefix
@@ -23,7 +25,10 @@ __all__ = [
     "block_hashes",
     "build_cache",
     "generate_with_prefix",
+    "inspect_kv_folder",
+    "inspect_kv_segment",
     "load_prefix",
+    "model_geometry",
     "prefill_kv",
     "prefill_sources",
     "read_segment",

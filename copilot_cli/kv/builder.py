@@ -19,6 +19,7 @@ from copilot_cli.core.artifacts import (
     write_if_changed,
 )
 from copilot_cli.core.errors import ArtifactError, CheckFailed, FingerprintMismatch, InputError
+from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import LoadedModel, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.tokens import prompt_ids
@@ -273,11 +274,11 @@ def prefill_sources(
     tree, token_ids, skipped, warnings = _tree(loaded, sources, geometry)
     writer = _SegmentWriter(loaded, options, dtype)
     full_ids = {id(s): [t for c in s.chain() for t in c.token_ids] for s in tree.segments()}
-    with torch.no_grad():
-        writer.run(tree, full_ids)
     by_name = {s.name: s for s in sources}
-    prefixes = _index_entries(tree, token_ids, by_name, writer, options, loaded)
-    _write_index(options, loaded, dtype, geometry, prefixes, writer.files)
+    with output_lock(options.out, "prefill-kv"), torch.no_grad():
+        writer.run(tree, full_ids)
+        prefixes = _index_entries(tree, token_ids, by_name, writer, options, loaded)
+        _write_index(options, loaded, dtype, geometry, prefixes, writer.files)
     reports = [
         PrefixReport(
             name=name,

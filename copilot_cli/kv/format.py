@@ -259,8 +259,8 @@ def read_index(kv_dir: Path) -> dict[str, Any]:
     index = read_json_artifact(
         kv_dir / INDEX, fmt=INDEX_FORMAT, version=FORMAT_VERSION, what="KV cache folder"
     )
-    check_sealed(index, where=where)
     check_scheme(index, where=where, fmt=INDEX_FORMAT)
+    check_sealed(index, where=where)
     try:
         _check_index(index)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

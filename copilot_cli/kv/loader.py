@@ -119,13 +119,13 @@ def _read_chain(
         for i in range(geometry.num_layers):
             keys[i].append(segment.keys[i])
             values[i].append(segment.values[i])
-    _check_block_hashes(segments, token_ids, model_fp)
+    check_block_hashes(segments, token_ids, model_fp)
     joined_k = [parts[0] if len(parts) == 1 else torch.cat(parts, dim=1) for parts in keys]
     joined_v = [parts[0] if len(parts) == 1 else torch.cat(parts, dim=1) for parts in values]
     return token_ids, joined_k, joined_v
 
 
-def _check_block_hashes(segments: list[Any], token_ids: list[int], model_fp: str) -> None:
+def check_block_hashes(segments: list[Any], token_ids: list[int], model_fp: str) -> None:
     """Each segment's block hashes are those of the whole prefix's blocks ending in it."""
     if not segments:
         return

@@ -2,5 +2,13 @@
 
 from copilot_cli.pipeline.builder import BuildOptions, BuildResult, run_build
 from copilot_cli.pipeline.config import BuildConfig, load_build_config
+from copilot_cli.pipeline.inspect import inspect_artifact
 
-__all__ = ["BuildConfig", "BuildOptions", "BuildResult", "load_build_config", "run_build"]
+__all__ = [
+    "BuildConfig",
+    "BuildOptions",
+    "BuildResult",
+    "inspect_artifact",
+    "load_build_config",
+    "run_build",
+]

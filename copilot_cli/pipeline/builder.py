@@ -47,6 +47,7 @@ class BuildResult:
     steps: list[StepReport]
     verdict: str | None  # "pass" | "fail" | None (no gate ran on these artifacts)
     manifest: Path
+    warnings: list[str] = field(default_factory=list)
 
     def raise_for_failures(self) -> None:
         """Raise CheckFailed (exit 1) when the gate failed."""
@@ -132,7 +133,8 @@ def run_build(options: BuildOptions) -> BuildResult:
             {n: s.get("inputs_hash") for n, s in sorted(manifest.data["steps"].items())}
         )
         manifest.save()
-    return BuildResult(options.out, reports, verdict, manifest.path)
+    warnings = [manifest.warning] if manifest.warning else []
+    return BuildResult(options.out, reports, verdict, manifest.path, warnings)
 
 
 def _plan(options: BuildOptions, steps: list[Step], ctx: Context) -> BuildResult:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli import __version__
-from copilot_cli.core.artifacts import canonical_json, write_bytes
+from copilot_cli.core.artifacts import canonical_json, json_digest, sealed, write_bytes
 from copilot_cli.core.fingerprints import FileHashCache
 
 FORMAT = "copilot-opt.build-manifest"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: sealed by a digest
 NAME = "build-manifest.json"
 _cache = FileHashCache()
 
@@ -37,8 +37,12 @@ def digest(value: Any) -> str:
 
 
 class Manifest:
+    """The build's record. One that does not match its digest (edited or damaged) is not
+    trusted: the build starts from nothing and says so (`warning`)."""
+
     def __init__(self, out: Path) -> None:
         self.path = out / NAME
+        self.warning: str | None = None
         self.data: dict[str, Any] = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -47,10 +51,17 @@ class Manifest:
         }
         try:
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
-            if loaded.get("format") == FORMAT and loaded.get("format_version") == FORMAT_VERSION:
-                self.data = loaded
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError, RecursionError):
+            loaded = None
+            if self.path.exists():
+                self.warning = f"{self.path} is unreadable: every step runs again"
+        if isinstance(loaded, dict) and loaded.get("format") == FORMAT:
+            if loaded.get("format_version") != FORMAT_VERSION or loaded.get(
+                "digest"
+            ) != json_digest(loaded):
+                self.warning = f"{self.path} was edited or is damaged: every step runs again"
+            elif isinstance(loaded.get("steps"), dict):
+                self.data = {k: v for k, v in loaded.items() if k != "digest"}
 
     def step(self, name: str) -> dict[str, Any] | None:
         return self.data["steps"].get(name)
@@ -61,4 +72,4 @@ class Manifest:
 
     def save(self) -> None:
         self.data["copilot_opt_version"] = __version__
-        write_bytes(self.path, canonical_json(self.data).encode("utf-8"))
+        write_bytes(self.path, canonical_json(sealed(self.data)).encode("utf-8"))

@@ -1,6 +1,7 @@
 """Embedding quantization: INT8 per-row / INT4 group-wise, most frequent rows kept in FP16."""
 
 from copilot_cli.quant.apply import apply_quantized_embeddings, load_quantized, swapped_embeddings
+from copilot_cli.quant.inspect import inspect_quantized
 from copilot_cli.quant.module import QuantizedEmbedding, QuantizedLMHead
 from copilot_cli.quant.options import QuantizeOptions
 from copilot_cli.quant.quantizer import quantize_embeddings
@@ -15,6 +16,7 @@ __all__ = [
     "QuantizedLMHead",
     "apply_quantized_embeddings",
     "dequantize_rows",
+    "inspect_quantized",
     "load_quantized",
     "quantize",
     "quantize_embeddings",

@@ -7,7 +7,14 @@ from typing import Any
 import torch
 
 from copilot_cli.core import progress
-from copilot_cli.core.artifacts import FINGERPRINT_SCHEME, canonical_json, write_bytes
+from copilot_cli.core.artifacts import (
+    FINGERPRINT_SCHEME,
+    canonical_json,
+    check_replaceable,
+    replaced_folder,
+    write_bytes,
+)
+from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import LoadedModel, load_model
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import format as qformat
@@ -26,6 +33,7 @@ from copilot_cli.quant.results import (
 from copilot_cli.quant.scheme import check_bits, check_finite, quantize
 
 REPORT = "report.json"
+OWNED = (qformat.FILENAME, REPORT)  # what a quantize folder holds; anything else is refused
 
 
 def _special_ids(tokenizer: Any) -> list[int]:
@@ -67,6 +75,7 @@ def quantize_embeddings(
         InputError / OptionError: NaN/Inf rows (naming the token ids), unsupported bits or
             group size, a corpus with no usable text.
     """
+    check_replaceable(options.out, OWNED)  # before any work, not after it
     if loaded is None:
         with progress.progress("loading model"):
             loaded = load_model(options.model)
@@ -106,9 +115,14 @@ def quantize_embeddings(
         "lm_head": lm_head,
         "tied_embeddings": tied,
     }
-    qformat.write(options.out / qformat.FILENAME, tables, metadata)
     report = _report(loaded, options, weight, tables, metadata, counts, share)
-    write_bytes(options.out / REPORT, canonical_json(report.to_dict()).encode("utf-8"))
+    # both files replace the previous pair as one unit: never an INT4 table under an INT8 report
+    with (
+        output_lock(options.out, "quantize", folder=False),
+        replaced_folder(options.out, OWNED) as new,
+    ):
+        qformat.write(new / qformat.FILENAME, tables, metadata)
+        write_bytes(new / REPORT, canonical_json(report.to_dict()).encode("utf-8"))
     return QuantizeResult(out=options.out, report=report, warnings=warnings)
 
 

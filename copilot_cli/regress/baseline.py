@@ -90,8 +90,14 @@ class Baseline:
     """A loaded baseline, checked against the model, tokenizer and prompts in use."""
 
     def __init__(
-        self, path: Path, *, model_fingerprint: str, tokenizer_fingerprint: str, prompts_hash: str
+        self,
+        path: Path,
+        *,
+        model_fingerprint: str | None,
+        tokenizer_fingerprint: str | None,
+        prompts_hash: str | None,
     ) -> None:
+        """Every byte checked (digest), then format, fingerprints and prompts (each when given)."""
         where = str(path)
         if not path.is_file():
             raise InputError("baseline file does not exist", where=where)
@@ -104,7 +110,7 @@ class Baseline:
             model_fingerprint=model_fingerprint,
             tokenizer_fingerprint=tokenizer_fingerprint,
         )
-        if metadata.get("prompts_hash") != prompts_hash:
+        if prompts_hash is not None and metadata.get("prompts_hash") != prompts_hash:
             raise ArtifactError(
                 "made for other prompts (prompts hash differs): save a new "
                 "baseline with --save-baseline",
@@ -164,3 +170,36 @@ class Baseline:
             get(f"{key}.target_logprob"),
             get(f"{key}.generated").tolist(),
         )
+
+
+def inspect_baseline(path: Path, *, verify: bool = True, expected: Any = None) -> Any:
+    """A baseline file described; verified: every byte, and every case's tensors present with
+    their dtype and rank (`expected`: a core.inspection.Expected, fingerprints compared)."""
+    from copilot_cli.core.inspection import Inspection, Problem, checked
+    from copilot_cli.core.safetensors_io import read_header
+
+    header, metadata = read_header(path)
+    keys = ("format", "format_version", "topk", "gen_tokens", "prompts_hash")
+    info: dict[str, Any] = {key: metadata.get(key) for key in keys}
+    info.update(
+        model_fingerprint=metadata.get("model_fingerprint"),
+        tokenizer_fingerprint=metadata.get("tokenizer_fingerprint"),
+        tensors=len(header),
+        bytes=path.stat().st_size,
+    )
+    problems: list[Problem] = []
+    if verify:
+
+        def every_case() -> None:
+            baseline = Baseline(
+                path,
+                model_fingerprint=getattr(expected, "model_fingerprint", None),
+                tokenizer_fingerprint=getattr(expected, "tokenizer_fingerprint", None),
+                prompts_hash=None,
+            )
+            for set_hash, count in baseline.sets.items():
+                for index in range(count):
+                    baseline.case(set_hash, index)
+
+        checked(problems, str(path), every_case)
+    return Inspection(str(path), "regress-baseline", info, verify, problems)

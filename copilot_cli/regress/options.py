@@ -64,6 +64,12 @@ class ReportPaths:
     markdown: Path | None = None
     html: Path | None = None
 
+    def __post_init__(self) -> None:
+        coerce_paths(self)
+        for name in ("json", "junit", "markdown", "html"):
+            path = getattr(self, name)
+            require(path is None or not path.is_dir(), name, f"{path} is a folder; give a file")
+
     @classmethod
     def in_folder(cls, folder: Path) -> ReportPaths:
         """All four, as regress.json/.xml/.md/.html in `folder` (what build writes)."""

@@ -10,6 +10,7 @@ import torch
 from copilot_cli import __version__
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
+from copilot_cli.core.errors import InputError
 from copilot_cli.core.metrics import (
     Accumulator,
     PositionMetrics,
@@ -250,6 +251,7 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
     writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
     with progress.progress(f"scoring {len(specs)} variants"):
         tallies = _score(runner, specs, prompts, baseline, writer)
+    _require_scored(tallies, options)
     result = RegressResult(
         variants=[_variant_result(spec, tallies[spec.name], options) for spec in specs],
         thresholds=options.thresholds,
@@ -276,6 +278,16 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
 
     result.reports_written = write_reports(result, options.reports)
     return result
+
+
+def _require_scored(tallies: dict[str, _Tally], options: RegressOptions) -> None:
+    empty = [name for name, tally in tallies.items() if not tally.prompt_kl]
+    if empty:
+        raise InputError(
+            f"nothing to score for {', '.join(empty)}: every prompt is shorter than 2 tokens "
+            "(after the split or the stored prefix)",
+            where=str(options.prompts),
+        )
 
 
 def _score(

@@ -27,7 +27,7 @@ def test_compile_prefill_verify_inspect(runner, tmp_path):
     assert info["kind"] == "kv-folder" and info["block_size"] == 16
     segment = next((kv / "segments").glob("*.safetensors"))
     info = json.loads(runner.invoke(app, ["inspect", str(segment), "--json"]).stdout)
-    assert info["kind"] == "segment" and info["format"] == "copilot-opt.kv-segment"
+    assert info["kind"] == "kv-segment" and info["format"] == "copilot-opt.kv-segment"
     assert runner.invoke(app, ["inspect", str(kv)]).exit_code == 0
 
 

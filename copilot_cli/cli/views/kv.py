@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from copilot_cli.cli.common import cell, key_value_table, note, stdout_console
+from copilot_cli.cli.common import cell, note, stdout_console
 
 
 def show_prefill(result: Any) -> None:
@@ -36,21 +36,3 @@ def show_prefill(result: Any) -> None:
                 "yes" if r.passed else "NO",
             )
         stdout_console.print(checks)
-
-
-def show_inspect(path: Any, info: dict[str, Any]) -> None:
-    rows = [(k, v) for k, v in info.items() if k not in ("prefixes", "geometry", "problems")]
-    stdout_console.print(key_value_table(str(path), rows))
-    if info.get("prefixes"):
-        table = Table(title="prefixes", title_justify="left")
-        for column in ("name", "tokens", "segments", "block hashes", "origin"):
-            table.add_column(column)
-        for p in info["prefixes"]:
-            table.add_row(
-                cell(p["name"]),
-                str(p["tokens"]),
-                str(p["segments"]),
-                str(p["block_hashes"]),
-                cell(p["origin"]),
-            )
-        stdout_console.print(table)

@@ -1,0 +1,131 @@
+"""`inspect`: any copilot-opt artifact described and verified, or a whole build folder.
+
+The kind is read from the artifact itself (a folder's marker file, a safetensors header's
+`format`, a JSON file's `format`), never guessed from a name alone. Each capability verifies
+its own artifacts; this module only finds them and, for a build folder, checks the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.chunking import inspect_chunks
+from copilot_cli.core.artifacts import check_sealed
+from copilot_cli.core.errors import ArtifactError, CopilotError, InputError
+from copilot_cli.core.inspection import Expected, Inspection, Problem
+from copilot_cli.core.modelspec import ModelSpec
+from copilot_cli.core.safetensors_io import read_header
+from copilot_cli.kv import inspect_kv_folder, inspect_kv_segment
+from copilot_cli.pipeline.manifest import FORMAT as BUILD_FORMAT
+from copilot_cli.pipeline.manifest import NAME as BUILD_MANIFEST
+from copilot_cli.prompts import inspect_bundle
+from copilot_cli.quant import inspect_quantized
+from copilot_cli.regress import inspect_baseline
+
+Inspector = Callable[..., Inspection]
+_BY_SAFETENSORS_FORMAT: dict[str, Inspector] = {
+    "copilot-opt.kv-segment": inspect_kv_segment,
+    "copilot-opt.quantized-embeddings": inspect_quantized,
+    "copilot-opt.regress-baseline": inspect_baseline,
+}
+_FOLDER_MARKERS: list[tuple[str, Inspector]] = [
+    (BUILD_MANIFEST, lambda path, **kw: _inspect_build(path, **kw)),
+    ("index.json", inspect_kv_folder),
+    ("manifest.json", inspect_bundle),
+    ("embeddings.safetensors", inspect_quantized),
+]
+
+
+def inspect_artifact(
+    path: Path, *, verify: bool = True, model: ModelSpec | None = None, loaded: Any = None
+) -> Inspection:
+    """Describe the artifact at `path`; unless `verify` is False check every byte of it (and,
+    with a model, that it was made for that model and tokenizer).
+
+    Raises:
+        InputError: `path` does not exist or is no copilot-opt artifact.
+        ArtifactError: with verify=False, an artifact too damaged to describe.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError("does not exist", where=str(path))
+    expected = _expected(model, loaded)
+    return _inspector(path)(path, verify=verify, expected=expected)
+
+
+def _expected(model: ModelSpec | None, loaded: Any) -> Expected:
+    if model is None and loaded is None:
+        return Expected()
+    from copilot_cli.core.models import load_model
+    from copilot_cli.kv import model_geometry
+
+    loaded = loaded or load_model(model)
+    return Expected(
+        model_fingerprint=loaded.model_fingerprint,
+        tokenizer_fingerprint=loaded.tokenizer_fingerprint,
+        geometry=model_geometry(loaded.model),
+    )
+
+
+def _inspector(path: Path) -> Inspector:
+    if path.is_dir():
+        for marker, inspector in _FOLDER_MARKERS:
+            if (path / marker).is_file():
+                return inspector
+        raise InputError(
+            "not a copilot-opt artifact folder (no index.json, manifest.json, "
+            "embeddings.safetensors or build-manifest.json)",
+            where=str(path),
+        )
+    if path.suffix == ".safetensors":
+        fmt = read_header(path)[1].get("format", "")
+        if fmt in _BY_SAFETENSORS_FORMAT:
+            return _BY_SAFETENSORS_FORMAT[fmt]
+        raise InputError(f"a safetensors file of unknown format {fmt!r}", where=str(path))
+    if path.name in ("index.json", "manifest.json", BUILD_MANIFEST):
+        folder = path.parent
+        return lambda _path, **kw: _inspector(folder)(folder, **kw)
+    if path.suffix in (".jsonl", ".json"):
+        return inspect_chunks
+    raise InputError(
+        "not a copilot-opt artifact (a KV folder or segment, a bundle, quantized "
+        "embeddings, a baseline, chunks, a registry or a build folder)",
+        where=str(path),
+    )
+
+
+def _inspect_build(
+    path: Path, *, verify: bool = True, expected: Expected | None = None
+) -> Inspection:
+    """Every artifact a build folder holds, each verified by its own reader, and the manifest:
+    its digest, and the verdict it records."""
+    manifest_path = path / BUILD_MANIFEST
+    problems: list[Problem] = []
+    info: dict[str, Any] = {}
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or manifest.get("format") != BUILD_FORMAT:
+            raise ArtifactError("not a build manifest")
+        if verify:
+            check_sealed(manifest, where=str(manifest_path))
+        info = {"verdict": manifest.get("verdict"), "steps": sorted(manifest.get("steps", {}))}
+    except (OSError, ValueError, RecursionError, CopilotError) as exc:
+        problems.append(Problem(str(manifest_path), getattr(exc, "message", None) or str(exc)))
+    parts = []
+    for sub in _build_parts(path):
+        try:
+            parts.append(_inspector(sub)(sub, verify=verify, expected=expected))
+        except CopilotError as exc:
+            problems.append(Problem(str(sub), exc.message))
+    return Inspection(str(path), "build", info, verify, problems, parts)
+
+
+def _build_parts(path: Path) -> list[Path]:
+    found = [path / name for name in ("templates", "kv", "quant") if (path / name).is_dir()]
+    chunks = path / "chunks"
+    if chunks.is_dir():
+        found += sorted(chunks.glob("*.jsonl")) + sorted(chunks.glob("*.registry.json"))
+    return found
