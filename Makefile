@@ -14,8 +14,12 @@ STAMP  := $(VENV)/.installed
 # that environment (pip freeze of a working one), so it is built the same way on every machine.
 VLLM_VENV  ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+# Ray lives in its own environment too (the project with its `ray` extra): `make test` stays
+# free of it, and the tests that need it run in CI with `make test-ray`.
+RAY_VENV  ?= .venv-ray
+RAY_STAMP := $(RAY_VENV)/.installed
 
-.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve
+.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray
 
 help:
 	@echo "make test   - create .venv, install, run the test suite (what CI runs)"
@@ -26,6 +30,8 @@ help:
 	@echo "make vllm-env  - create .venv-vllm: the project with vLLM (CPU build)"
 	@echo "make test-vllm - the vLLM serving tests (in .venv-vllm)"
 	@echo "make serve     - build the shipped project, then serve build/kv with vLLM on :8000"
+	@echo "make ray-env   - create .venv-ray: the project with Ray"
+	@echo "make test-ray  - the Ray tests (a local Ray cluster, in .venv-ray)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +53,18 @@ $(VLLM_STAMP): pyproject.toml constraints-vllm.txt
 
 vllm-env: $(VLLM_STAMP)
 
+$(RAY_STAMP): pyproject.toml
+	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install -q --upgrade pip
+	$(RAY_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(RAY_VENV)/bin/python -m pip install -q -e ".[ray,dev]"
+	touch $(RAY_STAMP)
+
+ray-env: $(RAY_STAMP)
+
+test-ray: $(RAY_STAMP)
+	$(RAY_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_ray
+
 test-vllm: $(VLLM_STAMP)
 	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest -q tests_vllm
 
@@ -55,8 +73,8 @@ serve: $(STAMP) $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/copilot-opt serve build/kv -- --enforce-eager
 
 lint: $(STAMP)
-	$(BIN)/ruff check copilot_cli tests benchmarks scripts
-	$(BIN)/ruff format --check copilot_cli tests benchmarks scripts
+	$(BIN)/ruff check copilot_cli tests tests_vllm tests_ray benchmarks scripts
+	$(BIN)/ruff format --check copilot_cli tests tests_vllm tests_ray benchmarks scripts
 
 format: $(STAMP)
 	$(BIN)/ruff format copilot_cli tests benchmarks scripts

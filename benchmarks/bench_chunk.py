@@ -97,7 +97,7 @@ def main() -> None:
         out = Path(tmp) / "chunks.jsonl"
         started = time.perf_counter()
         result = chunk_repository(
-            ChunkOptions(repo=root, out=out, max_tokens=BUDGET, use_cache=False), tokenizer
+            ChunkOptions(repos=(root,), out=out, max_tokens=BUDGET, use_cache=False), tokenizer
         )
         ours_seconds = time.perf_counter() - started
         records = [json.loads(line) for line in out.read_text().splitlines()[1:]]

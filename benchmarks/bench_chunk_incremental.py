@@ -33,12 +33,12 @@ def main() -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, dest)
         tokenizer = load_tokenizer(str(SHIPPED_MODEL))
-        options = ChunkOptions(repo=root, out=Path(tmp) / "a.jsonl")
+        options = ChunkOptions(repos=(root,), out=Path(tmp) / "a.jsonl")
         started = time.perf_counter()
         chunk_repository(options, tokenizer)
         first = time.perf_counter() - started
         started = time.perf_counter()
-        result = chunk_repository(ChunkOptions(repo=root, out=Path(tmp) / "b.jsonl"), tokenizer)
+        result = chunk_repository(ChunkOptions(repos=(root,), out=Path(tmp) / "b.jsonl"), tokenizer)
         second = time.perf_counter() - started
         same = (Path(tmp) / "a.jsonl").read_bytes() == (Path(tmp) / "b.jsonl").read_bytes()
     emit(

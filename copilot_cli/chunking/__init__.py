@@ -1,6 +1,6 @@
 """Repository chunking: entity-aligned, token-exact, lossless, deduplicated, ranked."""
 
-from copilot_cli.chunking.chunker import chunk_repository
+from copilot_cli.chunking.chunker import chunk_repository, walk_all
 from copilot_cli.chunking.format import inspect_chunks, read_chunks, read_registry
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 
@@ -12,4 +12,5 @@ __all__ = [
     "inspect_chunks",
     "read_chunks",
     "read_registry",
+    "walk_all",
 ]

@@ -18,7 +18,7 @@ from copilot_cli.chunking.format import FORMAT, FORMAT_VERSION, REGISTRY_VERSION
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
-from copilot_cli.chunking.walk import read_regular, walk
+from copilot_cli.chunking.walk import WalkResult, read_regular, walk
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
@@ -49,8 +49,14 @@ def _chunk_one(job: tuple[str, str, int]) -> dict[str, Any]:
         data = read_regular(real)
     except OSError as exc:
         return {"path": rel, "error": exc.strerror or str(exc)}
-    report = chunk_file(data, rel, _worker["counter"], budget)
-    return {"path": rel, "report": report, "lines": line_hashes(data)}
+    return {"path": rel, "result": chunk_bytes(data, rel, budget)}
+
+
+def chunk_bytes(data: bytes, rel: str, budget: int) -> dict[str, Any]:
+    """One file's chunks and line hashes, as cached and merged (the worker's counter)."""
+    result = _report_to_json(chunk_file(data, rel, _worker["counter"], budget))
+    result["lines"] = line_hashes(data)
+    return result
 
 
 def _cache_key(data: bytes, rel: str, options_key: str) -> str:
@@ -91,15 +97,10 @@ def chunk_repository(options: ChunkOptions, tokenizer: Any | None = None) -> Chu
             f"context of {limit}",
         )
     tok_fp = tokenizer_fingerprint(tokenizer)
-    walked = walk(
-        options.repo,
-        use_gitignore=options.use_gitignore,
-        include=options.include,
-        exclude=options.exclude,
-        size_limit=options.size_limit,
-        follow_symlinks=options.follow_symlinks,
-    )
-    with progress.progress(f"chunking {options.repo}"):
+    walked = walk_all(options)
+    where = options.repos[0] if len(options.repos) == 1 else f"{len(options.repos)} repositories"
+    bar = progress.progress(f"chunking {where}") if options.ray is None else None
+    with bar or contextlib.nullcontext():  # on Ray the cluster run draws its own bar
         run = _Run(options, tokenizer, f"{CHUNKER_VERSION}|{tok_fp}|{options.max_tokens}")
         run.collect(walked)
         run.chunk_pending(walked)
@@ -112,10 +113,32 @@ def chunk_repository(options: ChunkOptions, tokenizer: Any | None = None) -> Chu
         _write(options, tok_fp, written, modes, repeats)
     warnings = []
     if not run.results:
-        warnings.append(f"{options.repo}: no files to chunk (empty repository or all skipped)")
+        warnings.append(f"{where}: no files to chunk (empty repository or all skipped)")
     counts = (len(written), len(chunks), folded, near, len(repeats))
     summary = _summary(run, walked, chunks, counts, time.perf_counter() - started)
     return ChunkResult(out=options.out, summary=summary, warnings=warnings)
+
+
+def walk_all(options: ChunkOptions) -> WalkResult:
+    """Every repository walked; with several, paths are prefixed by the repository's name."""
+    merged = WalkResult()
+    several = len(options.repos) > 1
+    for repo in options.repos:
+        walked = walk(
+            repo,
+            use_gitignore=options.use_gitignore,
+            include=options.include,
+            exclude=options.exclude,
+            size_limit=options.size_limit,
+            follow_symlinks=options.follow_symlinks,
+        )
+        prefix = f"{repo.name}/" if several else ""
+        merged.files += [(real, prefix + rel) for real, rel in walked.files]
+        for reason, count in walked.skipped.items():
+            merged.skipped[reason] += count
+        for reason, paths in walked.skipped_paths.items():
+            merged.skipped_paths.setdefault(reason, []).extend(prefix + p for p in paths)
+    return merged
 
 
 def _summary(
@@ -197,32 +220,39 @@ class _Run:
             self.pending.append((str(real), rel, self.options.max_tokens))
 
     def chunk_pending(self, walked: Any) -> None:
-        """Chunk the queued files (in worker processes when there are enough) and cache them."""
+        """Chunk the queued files (in worker processes when there are enough, or on a Ray
+        cluster) and cache them."""
         if not self.pending:
             return
-        jobs = self.options.jobs or os.cpu_count() or 1
-        if jobs > 1 and len(self.pending) > 8:
-            with ProcessPoolExecutor(
-                jobs, initializer=_init_worker, initargs=(self.tokenizer,)
-            ) as pool:
-                outcomes = list(pool.map(_chunk_one, self.pending, chunksize=8))
+        if self.options.ray is not None:
+            from copilot_cli.chunking.distributed import chunk_on_ray
+
+            outcomes = chunk_on_ray(
+                self.pending, self.keys, self.sizes, self.tokenizer, self.options
+            )
         else:
-            _init_worker(self.tokenizer)
-            outcomes = [_chunk_one(job) for job in self.pending]
+            outcomes = self._chunk_here()
         for outcome in outcomes:
             rel = outcome["path"]
             if "error" in outcome:
                 walked.skip("unreadable", rel)
                 self.sizes.pop(rel, None)
                 continue
-            self.results[rel] = _report_to_json(outcome["report"])
-            self.results[rel]["lines"] = outcome["lines"]
-            if self.options.use_cache:
+            self.results[rel] = outcome["result"]
+            entry = self.cache / f"{self.keys[rel]}.json"
+            if self.options.use_cache and not entry.is_file():
                 with contextlib.suppress(OSError):
-                    write_bytes(
-                        self.cache / f"{self.keys[rel]}.json",
-                        json.dumps(sealed(self.results[rel])).encode("utf-8"),
-                    )
+                    write_bytes(entry, json.dumps(sealed(self.results[rel])).encode("utf-8"))
+
+    def _chunk_here(self) -> list[dict[str, Any]]:
+        jobs = self.options.jobs or os.cpu_count() or 1
+        if jobs > 1 and len(self.pending) > 8:
+            with ProcessPoolExecutor(
+                jobs, initializer=_init_worker, initargs=(self.tokenizer,)
+            ) as pool:
+                return list(pool.map(_chunk_one, self.pending, chunksize=8))
+        _init_worker(self.tokenizer)
+        return [_chunk_one(job) for job in self.pending]
 
     def chunks(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Every chunk in path order (with its id), and each file's mode."""
@@ -266,8 +296,12 @@ def _write(
         "fingerprint_scheme": FINGERPRINT_SCHEME,
         "max_tokens": options.max_tokens,
         "reserve": options.reserve,
-        "repository": options.repo.name,
     }
+    names = [repo.name for repo in options.repos]
+    if len(names) == 1:
+        header["repository"] = names[0]
+    else:
+        header["repositories"] = names
     lines = []
     for chunk in written:
         record = {k: v for k, v in chunk.items() if k != "syntax_hash"}

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.cluster import check_target
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.paths import REPO_ROOT
 
@@ -24,7 +25,8 @@ class ChunkOptions:
     """Settings of chunk.
 
     Attributes:
-        repo: the repository folder.
+        repos: the repository folders (several: paths in the output are prefixed by each
+            repository's folder name, which must differ).
         out: the JSONL file to write.
         max_tokens: no chunk (scope header included) exceeds this many tokens.
         reserve: tokens kept free for the instruction header; max_tokens + reserve must fit
@@ -40,9 +42,11 @@ class ChunkOptions:
             ignored (off: links are skipped, as git stores them as paths, not content).
         tokenizer: tokenizer or model folder ("" = the default model); a model folder also
             gives the context limit.
+        ray: None (this machine: `jobs` processes) or a Ray target: `local`, `auto`, an
+            address (docs/scale.md); the output is byte-identical either way.
     """
 
-    repo: Path = setting(REPO_ROOT / "sample_data" / "repo", yaml=False)
+    repos: tuple[Path, ...] = setting((REPO_ROOT / "sample_data" / "repo",), yaml=False)
     out: Path = setting(Path("build/chunks.jsonl"), yaml=False)
     max_tokens: int = 384
     reserve: int = 128
@@ -57,11 +61,20 @@ class ChunkOptions:
     follow_symlinks: bool = False
     tokenizer: str = setting("", yaml=False)
     allow_download: bool = setting(False, yaml=False)
+    ray: str | None = setting(None, yaml=False)
 
     def __post_init__(self) -> None:
         coerce_paths(self)
-        require(self.repo.exists(), "repo", f"repository folder {self.repo} does not exist")
-        require(self.repo.is_dir(), "repo", f"expected a repository folder, {self.repo} is a file")
+        object.__setattr__(self, "repos", tuple(Path(r) for r in self.repos))
+        require(bool(self.repos), "repos", "give at least one repository folder")
+        for repo in self.repos:
+            require(repo.exists(), "repos", f"repository folder {repo} does not exist")
+            require(repo.is_dir(), "repos", f"expected a repository folder, {repo} is a file")
+        names = [repo.name for repo in self.repos]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        require(not twice, "repos", f"two repositories are named {', '.join(twice)}")
+        if self.ray is not None:
+            require(check_target(self.ray) is None, "ray", str(check_target(self.ray)))
         require_count(self.max_tokens, "max_tokens", low=1, high=MAX_TOKENS)
         require_count(self.reserve, "reserve", high=MAX_TOKENS)
         if self.jobs is not None:

@@ -85,6 +85,10 @@ def build_registry(chunks: list[dict[str, Any]], modes: dict[str, str]) -> list[
         if "near_duplicate_of" in chunk:
             near_refs[chunk["near_duplicate_of"]] = near_refs.get(chunk["near_duplicate_of"], 0) + 1
     ranks = pagerank(edges, [c["id"] for c in chunks])
+    referenced_by: dict[str, int] = {}  # chunks whose text uses a symbol this one defines
+    for targets in edges.values():
+        for target in targets:
+            referenced_by[target] = referenced_by.get(target, 0) + 1
     entries = []
     for chunk in chunks:
         entries.append(
@@ -95,7 +99,7 @@ def build_registry(chunks: list[dict[str, Any]], modes: dict[str, str]) -> list[
                 "locations": chunk["locations"],
                 "entities": chunk.get("entities", []),
                 "rank": round(ranks.get(chunk["id"], 0.0), 10),
-                "referenced_by": sum(chunk["id"] in t for t in edges.values()),
+                "referenced_by": referenced_by.get(chunk["id"], 0),
                 "token_count": chunk["token_count"],
             }
         )

@@ -8,12 +8,18 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
-from copilot_cli.cli.params import AllowDownloadOpt
+from copilot_cli.cli.params import AllowDownloadOpt, RayOpt
 
 
 @handle_errors
 def chunk_command(
-    repo: Annotated[Path, typer.Argument(help="Repository folder.")],
+    repos: Annotated[
+        list[Path] | None, typer.Argument(help="Repository folders (one or more).")
+    ] = None,
+    repos_from: Annotated[
+        Path | None,
+        option("--repos-from", help="A file naming repository folders, one per line."),
+    ] = None,
     out: Annotated[Path, option("--out", "-o", help="JSONL file to write.")] = Path(
         "build/chunks.jsonl"
     ),
@@ -38,15 +44,17 @@ def chunk_command(
             "(default: links are skipped, as git stores them).",
         ),
     ] = False,
+    ray: RayOpt = None,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Split a repository into token-exact, entity-aligned, deduplicated chunks."""
+    """Split repositories into token-exact, entity-aligned, deduplicated chunks."""
     from copilot_cli.chunking import ChunkOptions, chunk_repository
     from copilot_cli.cli.views.chunk import show
+    from copilot_cli.core.inputs import repository_list
 
     options = ChunkOptions(
-        repo=repo,
+        repos=(*(repos or ()), *(repository_list(repos_from) if repos_from else ())),
         out=out,
         max_tokens=max_tokens,
         reserve=reserve,
@@ -59,6 +67,7 @@ def chunk_command(
         follow_symlinks=follow_symlinks,
         tokenizer=tokenizer,
         allow_download=allow_download,
+        ray=ray,
     )
     result = chunk_repository(options)
     for message in result.warnings:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
-from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, RayOpt, model_spec
 
 
 @handle_errors
@@ -29,6 +29,7 @@ def prefill_kv_command(
     ] = False,
     device: DeviceOpt = "cpu",
     allow_download: AllowDownloadOpt = False,
+    ray: RayOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Compute the static prefixes' KV caches once and write them as verified safetensors."""
@@ -44,6 +45,7 @@ def prefill_kv_command(
         chunk_size=chunk_size,
         verify=verify,
         model=model_spec(model, device, "auto", allow_download),
+        ray=ray,
     )
     result = prefill_kv(options)
     for message in result.warnings:

@@ -40,3 +40,13 @@ TokenizerOpt = Annotated[
 def path_option(flag: str, help: str) -> Any:
     """An optional path option: `Annotated[Path | None, option(flag, help=help)]`."""
     return Annotated[Path | None, option(flag, help=help)]
+
+
+RayOpt = Annotated[
+    str | None,
+    option(
+        "--ray",
+        help="Run on Ray: local (a Ray instance here), auto (this machine's cluster) or a head "
+        "address; same output as without (docs/scale.md).",
+    ),
+]

@@ -12,6 +12,7 @@ from copilot_cli.cli.params import (
     DeviceOpt,
     DtypeOpt,
     ModelOpt,
+    RayOpt,
     model_spec,
     path_option,
 )
@@ -56,6 +57,7 @@ def regress_command(
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "auto",
     allow_download: AllowDownloadOpt = False,
+    ray: RayOpt = None,
 ) -> None:
     """Compare optimized variants with the original model; exit 1 when a threshold fails."""
     from copilot_cli.cli.views.regress import show
@@ -73,6 +75,7 @@ def regress_command(
             "null_control": null_control or None,
             "reports": ReportPaths(json=json_file, junit=junit, markdown=markdown, html=html),
             "model": model_spec(model, device, dtype, allow_download),
+            "ray": ray,
         },
     )
     result = run_regress(options)

@@ -68,3 +68,22 @@ def read_json_object(source: str | Path, what: str = "JSON file") -> dict[str, A
     if not isinstance(value, dict):
         raise InputError("must be a JSON object", where=name)
     return value
+
+
+def repository_list(source: str | Path) -> tuple[Path, ...]:
+    """Folders named one per line (relative to the list file; blank lines and `#` comments
+    skipped)."""
+    base = Path.cwd() if str(source) == STDIN else Path(source).resolve().parent
+    lines = read_text(source, "repository list").splitlines()
+    paths = []
+    for number, line in enumerate(lines, 1):
+        entry = line.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        path = base / entry
+        if not path.is_dir():
+            raise InputError(f"{path} is not a folder", where=f"{source}:{number}")
+        paths.append(path)
+    if not paths:
+        raise InputError("names no repository", where=str(source))
+    return tuple(paths)

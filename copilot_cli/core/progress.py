@@ -15,7 +15,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-_state = {"quiet": False}
+_state: dict[str, object] = {"quiet": False, "active": None}
 stderr_console = Console(stderr=True)
 
 
@@ -46,13 +46,26 @@ class Task:
 
 @contextlib.contextmanager
 def progress(description: str, total: float | None = None) -> Iterator[Task]:
-    """A transient progress bar (or spinner when `total` is None) on stderr."""
+    """A transient progress bar (or spinner when `total` is None) on stderr. Nested calls add a
+    line to the bar already shown (one live display at a time)."""
     if not enabled():
         yield Task(None, None)
+        return
+    active = _state.get("active")
+    if isinstance(active, Progress):
+        task_id = active.add_task(description, total=total)
+        try:
+            yield Task(active, task_id)
+        finally:
+            active.remove_task(task_id)
         return
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns.append(TimeElapsedColumn())
     with Progress(*columns, console=stderr_console, transient=True) as bar:
-        yield Task(bar, bar.add_task(description, total=total))
+        _state["active"] = bar
+        try:
+            yield Task(bar, bar.add_task(description, total=total))
+        finally:
+            _state["active"] = None

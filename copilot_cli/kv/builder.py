@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,57 +154,64 @@ class _SegmentWriter:
         return value
 
     def run(self, tree: RadixTree, full_ids: dict[int, list[int]]) -> None:
-        from transformers import DynamicCache
+        """Every segment reused (its file intact) or computed, then written; on Ray the
+        computing is spread over actors (kv/distributed.py), the writing stays here."""
+        segments = list(tree.segments())
+        ids = [self.segment_id(s) for s in segments]
+        paths = [self.options.out / SEGMENTS_DIR / f"{i}.safetensors" for i in ids]
+        existing = [self._reuse(path, seg_id) for path, seg_id in zip(paths, ids, strict=True)]
+        items = [
+            WorkItem(k, s.start, s.token_ids, None if e is None else (e.keys, e.values))
+            for k, (s, e) in enumerate(zip(segments, existing, strict=True))
+        ]
+        position = {id(s): k for k, s in enumerate(segments)}
+        parents = [position.get(id(s.parent), -1) for s in segments]
+        if self.options.ray is not None and any(e is None for e in existing):
+            from copilot_cli.kv.distributed import compute_on_ray
 
-        cache = DynamicCache()
-        for segment in tree.segments():
-            seg_id = self.segment_id(segment)
-            parent = self.hash_of.get(id(segment.parent), "") if segment.parent else ""
-            path = self.options.out / SEGMENTS_DIR / f"{seg_id}.safetensors"
-            if cache_length(cache) > segment.start:
-                truncate(cache, segment.start)
-            existing = self._reuse(path, seg_id)
-            if existing is not None:
-                _append(cache, existing.keys, existing.values)
+            computed: Any = compute_on_ray(self.loaded, items, parents, self.options)
+        else:
+            computed = compute_segments(self.loaded.model, items, self.options.chunk_size)
+        for key, keys, values in computed:
+            self._write(segments[key], ids[key], paths[key], keys, values, full_ids)
+        for segment, seg_id, path, found in zip(segments, ids, paths, existing, strict=True):
+            if found is not None:
                 self.reused += len(segment.token_ids)
-            else:
-                extend(self.loaded.model, cache, segment.token_ids, self.options.chunk_size)
-                self.computed += len(segment.token_ids)
-                ids_through = full_ids[id(segment)]
-                hashes = block_hashes(
-                    ids_through, self.options.block_size, self.loaded.model_fingerprint
-                )
-                first_block = (
-                    segment.start + self.options.block_size - 1
-                ) // self.options.block_size
-                write_segment(
-                    path,
-                    keys=[
-                        layer.keys[0, :, segment.start : segment.end].to("cpu")
-                        for layer in cache.layers
-                    ],
-                    values=[
-                        layer.values[0, :, segment.start : segment.end].to("cpu")
-                        for layer in cache.layers
-                    ],
-                    token_ids=segment.token_ids,
-                    start=segment.start,
-                    parent=parent,
-                    seg_hash=seg_id,
-                    geometry=self.geometry,
-                    model_fingerprint=self.loaded.model_fingerprint,
-                    tokenizer_fingerprint=self.loaded.tokenizer_fingerprint,
-                    dtype=self.dtype,
-                    block_size=self.options.block_size,
-                    hashes=hashes[first_block:],
-                )
             self.files[seg_id] = {
                 "file": f"{SEGMENTS_DIR}/{seg_id}.safetensors",
                 "start": segment.start,
                 "length": len(segment.token_ids),
-                "parent": parent,
+                "parent": self.hash_of.get(id(segment.parent), "") if segment.parent else "",
                 "bytes": path.stat().st_size,
             }
+
+    def _write(
+        self,
+        segment: Segment,
+        seg_id: str,
+        path: Path,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+        full_ids: dict[int, list[int]],
+    ) -> None:
+        self.computed += len(segment.token_ids)
+        size = self.options.block_size
+        hashes = block_hashes(full_ids[id(segment)], size, self.loaded.model_fingerprint)
+        write_segment(
+            path,
+            keys=keys,
+            values=values,
+            token_ids=segment.token_ids,
+            start=segment.start,
+            parent=self.hash_of.get(id(segment.parent), "") if segment.parent else "",
+            seg_hash=seg_id,
+            geometry=self.geometry,
+            model_fingerprint=self.loaded.model_fingerprint,
+            tokenizer_fingerprint=self.loaded.tokenizer_fingerprint,
+            dtype=self.dtype,
+            block_size=size,
+            hashes=hashes[(segment.start + size - 1) // size :],
+        )
 
     def _reuse(self, path: Path, seg_id: str) -> Any:
         if not path.is_file():
@@ -226,6 +235,53 @@ def _append(cache: Any, keys: list[torch.Tensor], values: list[torch.Tensor]) ->
         cache.update(k.unsqueeze(0).to(device or "cpu"), v.unsqueeze(0).to(device or "cpu"), index)
 
 
+@dataclass
+class WorkItem:
+    """One segment to produce: its position in the plan, where it starts, its tokens, and its
+    keys/values when they are known already (a reused file, or a parent shipped in)."""
+
+    key: int
+    start: int
+    token_ids: list[int]
+    known: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+    emit: bool = True
+
+
+def compute_segments(
+    model: Any,
+    items: list[WorkItem],
+    chunk_size: int,
+    initial: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
+) -> Iterator[tuple[int, list[torch.Tensor], list[torch.Tensor]]]:
+    """(key, keys, values) of every item to emit that was not known, computed in one cache.
+
+    `items` are in depth-first order (parents first); `initial` holds the keys/values of the
+    positions before the first item (its parent chain). Going back up the tree, the cache is
+    truncated to the next item's start, so each segment continues exactly its parent's cache:
+    the same numbers whether the parent was computed here, read from a file or shipped in.
+    """
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    if initial is not None:
+        _append(cache, *initial)
+    with torch.no_grad():
+        for item in items:
+            if cache_length(cache) > item.start:
+                truncate(cache, item.start)
+            if item.known is not None:
+                _append(cache, *item.known)
+                continue
+            extend(model, cache, item.token_ids, chunk_size)
+            if item.emit:
+                end = item.start + len(item.token_ids)
+                yield (
+                    item.key,
+                    [layer.keys[0, :, item.start : end].to("cpu") for layer in cache.layers],
+                    [layer.values[0, :, item.start : end].to("cpu") for layer in cache.layers],
+                )
+
+
 def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> PrefillResult:
     """Prefill the static prefixes of `options.bundle` and the `options.texts` files, write them
     as verified segments, and (with `options.verify`) compare cached vs recomputed logits.
@@ -244,7 +300,8 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
     if options.bundle is not None:
         sources += prefixes_from_bundle(options.bundle, loaded.tokenizer_fingerprint)
     sources += prefixes_from_files(list(options.texts))
-    with progress.progress("prefilling"):
+    bar = progress.progress("prefilling") if options.ray is None else None
+    with bar or contextlib.nullcontext():  # on Ray the cluster run draws its own bar
         result = prefill_sources(loaded, sources, options)
     if options.verify:
         with progress.progress("verifying"):

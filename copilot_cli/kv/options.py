@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from copilot_cli.core.cluster import check_target
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 
@@ -25,6 +26,8 @@ class PrefillOptions:
         chunk_size: tokens fed per forward pass (bounds activation memory).
         verify: compare cached vs recomputed logits for every prefix after writing.
         model: the model to load when none is handed in (its dtype is `dtype`).
+        ray: None (this process) or a Ray target (`local`, `auto`, an address): subtrees of
+            the radix tree are prefilled by actors; the files are the same bytes.
     """
 
     out: Path = setting(Path("build/kv"), yaml=False)
@@ -35,9 +38,12 @@ class PrefillOptions:
     chunk_size: int = 256
     verify: bool = False
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
+    ray: str | None = setting(None, yaml=False)
 
     def __post_init__(self) -> None:
         coerce_paths(self)
+        if self.ray is not None:
+            require(check_target(self.ray) is None, "ray", str(check_target(self.ray)))
         require(
             self.dtype in ("float32", "float16", "bfloat16"),
             "dtype",

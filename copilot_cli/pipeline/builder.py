@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,11 +123,12 @@ def run_build(options: BuildOptions) -> BuildResult:
         reports: list[StepReport] = []
         ran: list[str] = []
         verdicts: list[str] = []
-        for step in steps:
-            report, verdict = _step(step, ctx, manifest, options.force, ran)
-            reports.append(report)
-            if verdict is not None:
-                verdicts.append(verdict)
+        with _Executor(config.raw["executor"].get("ray")) as executor:
+            for step in steps:
+                report, verdict = _step(step, ctx, manifest, options.force, ran, executor)
+                reports.append(report)
+                if verdict is not None:
+                    verdicts.append(verdict)
         verdict = None if not verdicts else ("fail" if "fail" in verdicts else "pass")
         manifest.data["verdict"] = verdict
         manifest.data["inputs_hash"] = digest(
@@ -135,6 +137,23 @@ def run_build(options: BuildOptions) -> BuildResult:
         manifest.save()
     warnings = [manifest.warning] if manifest.warning else []
     return BuildResult(options.out, reports, verdict, manifest.path, warnings)
+
+
+class _Executor(contextlib.ExitStack):
+    """The one Ray session every step of a build shares (`executor.ray`), joined when the
+    first step runs (a build with nothing to do starts no cluster)."""
+
+    def __init__(self, target: str | None) -> None:
+        super().__init__()
+        self.target = target
+        self.joined = False
+
+    def before_run(self) -> None:
+        if self.target is not None and not self.joined:
+            from copilot_cli.core import cluster
+
+            self.enter_context(cluster.session(self.target))
+            self.joined = True
 
 
 def _plan(options: BuildOptions, steps: list[Step], ctx: Context) -> BuildResult:
@@ -151,7 +170,12 @@ def _plan(options: BuildOptions, steps: list[Step], ctx: Context) -> BuildResult
 
 
 def _step(
-    step: Step, ctx: Context, manifest: Manifest, force: bool, ran: list[str]
+    step: Step,
+    ctx: Context,
+    manifest: Manifest,
+    force: bool,
+    ran: list[str],
+    executor: _Executor,
 ) -> tuple[StepReport, str | None]:
     """Run or skip one step; record it; raise CheckFailed when its check failed."""
     previous = manifest.step(step.name)
@@ -161,6 +185,7 @@ def _step(
         summary = previous.get("summary", {})
         report = StepReport(step.name, "skipped", "inputs and outputs unchanged", summary=summary)
         return report, previous.get("verdict")
+    executor.before_run()
     started = time.perf_counter()
     outcome = step.run(ctx)
     seconds = time.perf_counter() - started

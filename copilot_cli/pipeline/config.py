@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.chunking.options import ChunkOptions
+from copilot_cli.core.cluster import check_target
 from copilot_cli.core.config_file import load_config
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
@@ -41,6 +42,7 @@ TOP_LEVEL: dict[str, Any] = {
     "device": "cpu",
     "templates": "templates",
     "repositories": ["sample_data/repo"],
+    "executor": {"ray": None},  # ray: null (this machine) | local | auto | ADDRESS (docs/scale.md)
 }
 # Where the pipeline's defaults differ from the capabilities' own (paths relative to the
 # config file; `quantize.corpus` null means the repositories and the templates).
@@ -63,6 +65,11 @@ SCHEMA: dict[str, Any] = {
         "device": _STR,
         "templates": _STR,
         "repositories": {"type": "array", "items": _STR},
+        "executor": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"ray": {"type": ["string", "null"]}},
+        },
         **{
             name: schema_of(
                 cls,
@@ -160,6 +167,9 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
         model_name or "", device=raw["device"], dtype="auto" if dtype == "float32" else dtype
     )
     templates = _resolved(base, raw["templates"], "templates", folder=True)
+    ray = raw["executor"].get("ray")
+    if ray is not None and check_target(ray) is not None:
+        raise OptionError("executor.ray", str(check_target(ray)))
     repositories = tuple(
         _resolved(base, repo, f"repositories[{i}]", folder=True)
         for i, repo in enumerate(raw["repositories"])
@@ -178,12 +188,12 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
             _section(raw, "prefill_kv"),
             base=base,
             option="prefill_kv",
-            fixed={"out": out / "kv", "bundle": None, "model": model},
+            fixed={"out": out / "kv", "bundle": None, "model": model, "ray": ray},
         )
-    chunks = _chunks(raw, base, out, model, repositories)
+    chunks = _chunks(raw, base, out, model, repositories, ray)
     prune = from_mapping(PruneOptions, raw["prune"], base=base, option="prune")
     quantize = _quantize(raw, base, out, model, templates, repositories)
-    regress = _regress(raw, base, out, model, prune)
+    regress = _regress(raw, base, out, model, prune, ray)
     return BuildConfig(
         path=path,
         model=model,
@@ -200,7 +210,12 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
 
 
 def _chunks(
-    raw: dict[str, Any], base: Path, out: Path, model: ModelSpec, repositories: tuple[Path, ...]
+    raw: dict[str, Any],
+    base: Path,
+    out: Path,
+    model: ModelSpec,
+    repositories: tuple[Path, ...],
+    ray: str | None,
 ) -> tuple[ChunkOptions, ...]:
     if not _enabled(raw, "chunk"):
         return ()
@@ -211,7 +226,8 @@ def _chunks(
             base=base,
             option="chunk",
             fixed={
-                "repo": repo,
+                "repos": (repo,),
+                "ray": ray,
                 "out": out / "chunks" / f"{repo.name}.jsonl",
                 "registry": out / "chunks" / f"{repo.name}.registry.json",
                 "tokenizer": model.name_or_path,
@@ -262,7 +278,12 @@ def variant_values(out: Path, prune: PruneOptions) -> dict[str, Any]:
 
 
 def _regress(
-    raw: dict[str, Any], base: Path, out: Path, model: ModelSpec, prune: PruneOptions
+    raw: dict[str, Any],
+    base: Path,
+    out: Path,
+    model: ModelSpec,
+    prune: PruneOptions,
+    ray: str | None,
 ) -> RegressOptions | None:
     if not _enabled(raw, "regress"):
         return None
@@ -275,5 +296,5 @@ def _regress(
         section,
         base=base,
         option="regress",
-        fixed={"reports": ReportPaths.in_folder(out / "reports"), "model": model},
+        fixed={"reports": ReportPaths.in_folder(out / "reports"), "model": model, "ray": ray},
     )

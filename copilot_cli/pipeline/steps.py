@@ -72,7 +72,10 @@ class Context:
 
     def base_inputs(self, options: Any) -> dict[str, Any]:
         """What every step's inputs hold: the tool, the model files and the step's options."""
-        settings = {k: v for k, v in to_jsonable(options).items() if k != "model"}
+        # where the work runs (processes, a Ray cluster) does not change what it makes
+        settings = {
+            k: v for k, v in to_jsonable(options).items() if k not in ("model", "ray", "jobs")
+        }
         return {"tool": __version__, "model": self.model_identity(), "options": digest(settings)}
 
 
@@ -156,21 +159,13 @@ class PrefillStep(Step):
 class ChunkStep(Step):
     def __init__(self, options: Any) -> None:
         self.options = options
-        self.name = f"chunk:{options.repo.name}"
+        self.name = f"chunk:{options.repos[0].name}"
         self.outputs = (options.out, options.registry)
 
     def inputs(self, ctx: Context) -> dict[str, Any]:
-        from copilot_cli.chunking.walk import walk
+        from copilot_cli.chunking import walk_all
 
-        o = self.options
-        files = walk(
-            o.repo,
-            use_gitignore=o.use_gitignore,
-            include=o.include,
-            exclude=o.exclude,
-            size_limit=o.size_limit,
-            follow_symlinks=o.follow_symlinks,
-        ).files
+        files = walk_all(self.options).files
         return {
             **ctx.base_inputs(self.options),
             "files": digest([(rel, file_sha(p)) for p, rel in files]),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.cluster import check_target
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import (
@@ -96,6 +97,8 @@ class RegressOptions:
         null_control: also run base vs base (the noise floor).
         reports: which reports to write where.
         model: the model to load when none is handed in.
+        ray: None (this process) or a Ray target (`local`, `auto`, an address): cases are
+            sharded over actors each holding a model replica; every number is the same.
     """
 
     prompts: Path = DEFAULT_PROMPTS
@@ -109,9 +112,12 @@ class RegressOptions:
     null_control: bool = False
     reports: ReportPaths = setting(default_factory=ReportPaths, yaml=False)
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
+    ray: str | None = setting(None, yaml=False)
 
     def __post_init__(self) -> None:
         coerce_paths(self)
+        if self.ray is not None:
+            require(check_target(self.ray) is None, "ray", str(check_target(self.ray)))
         require(
             bool(self.variants) or self.null_control or self.save_baseline is not None,
             "variants",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -79,7 +80,7 @@ class _Tally:
         self.worst = sorted(self.worst, key=lambda w: -w.kl if w.kl == w.kl else -float("inf"))[:5]
 
 
-class _Runner:
+class Runner:
     def __init__(self, loaded: LoadedModel, options: RegressOptions) -> None:
         self.loaded = loaded
         self.model = loaded.model
@@ -236,7 +237,7 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
             loaded = load_model(options.model)
     _check_against_model(options, loaded)
     prompts = load_prompts(options.prompts)
-    runner = _Runner(loaded, options)
+    runner = Runner(loaded, options)
     specs = [*options.specs, *([NULL_CONTROL] if options.null_control else [])]
     baseline = (
         Baseline(
@@ -249,7 +250,9 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
         else None
     )
     writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
-    with progress.progress(f"scoring {len(specs)} variants"):
+    # on Ray the cluster run draws its own bar, with counts
+    bar = progress.progress(f"scoring {len(specs)} variants") if options.ray is None else None
+    with bar or contextlib.nullcontext():
         tallies = _score(runner, specs, prompts, baseline, writer)
     _require_scored(tallies, options)
     result = RegressResult(
@@ -291,13 +294,14 @@ def _require_scored(tallies: dict[str, _Tally], options: RegressOptions) -> None
 
 
 def _score(
-    runner: _Runner,
+    runner: Runner,
     specs: list[VariantSpec],
     prompts: list[dict[str, Any]],
     baseline: Baseline | None,
     writer: BaselineWriter | None,
 ) -> dict[str, _Tally]:
-    """Every variant on its case set, each case's base computed (or read) once."""
+    """Every variant on its case set, each case's base computed (or read) once; the records
+    come from this process or from Ray actors, and are merged here in case order."""
     options = runner.options
     sets = sorted({s.case_set for s in specs} | ({"prompts"} if writer and not specs else set()))
     tallies = {s.name: _Tally() for s in specs}
@@ -313,38 +317,57 @@ def _score(
         if baseline is not None:
             baseline.require(set_hash, len(cases), case_set)
         members = [s for s in specs if s.case_set == case_set]
-        for index, case in enumerate(cases):
-            if case.scored == 0:
-                continue
-            targets = torch.tensor(case.ids[case.split + 1 :])
-            if baseline is not None:
-                base: Any = baseline.case(set_hash, index)
-                base_gen = base.generated
-            else:
-                base = runner.base_logits(case)
-                base_gen = runner.generate(None, case)
-                if writer is not None:
-                    writer.add(set_hash, index, base, targets, base_gen)
+        work = [i for i, case in enumerate(cases) if case.scored > 0]
+        bases = {i: baseline.case(set_hash, i) for i in work} if baseline is not None else {}
+        if options.ray is None:
+            records: Any = (
+                (i, case_record(runner, cases[i], i, set_hash, members, bases.get(i), writer))
+                for i in work
+            )
+        else:
+            from copilot_cli.regress.distributed import score_on_ray
+
+            records = score_on_ray(runner, cases, work, set_hash, members, bases, writer)
+        for index, record in records:
             for spec in members:
-                _score_variant(runner, spec, case, base, base_gen, targets, tallies[spec.name])
+                metrics, base_top, var_top, gen_row = record[spec.name]
+                tallies[spec.name].add(cases[index], metrics, base_top, var_top, runner.tokenizer)
+                if gen_row is not None:
+                    tallies[spec.name].gen.append(gen_row)
     return tallies
 
 
-def _score_variant(
-    runner: _Runner,
-    spec: VariantSpec,
+def case_record(
+    runner: Runner,
     case: Case,
-    base: Any,
-    base_gen: list[int],
-    targets: torch.Tensor,
-    tally: _Tally,
-) -> None:
-    logits = runner.variant_logits(spec, case)
-    metrics, base_top = runner.compare(base, logits, targets)
-    tally.add(case, metrics, base_top, logits.argmax(-1), runner.tokenizer)
-    if runner.options.gen_tokens:
-        gen = runner.generate(spec, case)
-        tally.gen.append((gen == base_gen, bleu4(base_gen, gen), levenshtein(base_gen, gen)))
+    index: int,
+    set_hash: str,
+    members: list[VariantSpec],
+    base_case: Any,
+    writer: BaselineWriter | None,
+) -> dict[str, tuple[PositionMetrics, torch.Tensor, torch.Tensor, Any]]:
+    """One case scored against every variant of its set: per variant the position metrics,
+    base and variant top-1 ids and the generation row (None without generation). A pure
+    function of its inputs: the same on any machine that runs it."""
+    targets = torch.tensor(case.ids[case.split + 1 :])
+    if base_case is not None:
+        base: Any = base_case
+        base_gen = base_case.generated
+    else:
+        base = runner.base_logits(case)
+        base_gen = runner.generate(None, case)
+        if writer is not None:
+            writer.add(set_hash, index, base, targets, base_gen)
+    record = {}
+    for spec in members:
+        logits = runner.variant_logits(spec, case)
+        metrics, base_top = runner.compare(base, logits, targets)
+        gen_row = None
+        if runner.options.gen_tokens:
+            gen = runner.generate(spec, case)
+            gen_row = (gen == base_gen, bleu4(base_gen, gen), levenshtein(base_gen, gen))
+        record[spec.name] = (metrics, base_top, logits.argmax(-1), gen_row)
+    return record
 
 
 def _variant_result(spec: VariantSpec, tally: _Tally, options: RegressOptions) -> VariantResult:

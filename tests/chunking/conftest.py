@@ -27,7 +27,7 @@ def counter(tokenizer):
 def run(repo: Path, out: Path, tokenizer, **kw):
     kw.setdefault("use_cache", False)
     kw.setdefault("jobs", 1)
-    result = chunk_repository(ChunkOptions(repo=repo, out=out, **kw), tokenizer)
+    result = chunk_repository(ChunkOptions(repos=(repo,), out=out, **kw), tokenizer)
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     return result, lines[0], lines[1:]
 

@@ -307,3 +307,39 @@ def test_kv_index_with_prefixes_of_the_wrong_type(runner, tmp_path, shipped_arti
     index["prefixes"] = [1]
     (kv / "index.json").write_text(json.dumps(index))
     _refused(runner, ["regress", "--prompts", str(PROMPTS), "-v", f"x=kv={kv}"], "index.json")
+
+
+# -- Ray asked for where it is not installed ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["chunk", str(REPO / "sample_data/repo"), "-o", "{tmp}/c.jsonl", "--ray", "local"],
+        ["regress", "--prompts", str(PROMPTS), *VARIANT, "--ray", "auto"],
+        [
+            "prefill-kv",
+            "-o",
+            "{tmp}/kv",
+            "--text",
+            str(REPO / "templates/bug_fix.j2"),
+            "--ray",
+            "local",
+        ],
+    ],
+    ids=lambda a: a[0],
+)
+def test_ray_without_the_extra_is_one_line(runner, tmp_path, args):
+    pytest.importorskip("torch")
+    try:
+        import ray  # noqa: F401
+
+        pytest.skip("Ray is installed in this environment")
+    except ImportError:
+        pass
+    _refused(runner, [a.format(tmp=tmp_path) for a in args], "--ray", 'pip install -e ".[ray]"')
+
+
+def test_a_ray_address_that_is_not_one(runner, tmp_path):
+    args = ["chunk", str(REPO / "sample_data/repo"), "-o", str(tmp_path / "c"), "--ray", "no such"]
+    _refused(runner, args, "--ray", "is not local, auto")

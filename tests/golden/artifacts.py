@@ -42,7 +42,7 @@ def build_all(out: Path) -> dict[str, str]:
         )
     chunk_repository(
         ChunkOptions(
-            repo=REPO / "sample_data" / "repo",
+            repos=(REPO / "sample_data" / "repo",),
             out=out / "chunks.jsonl",
             registry=out / "registry.json",
             use_cache=False,

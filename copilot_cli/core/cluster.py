@@ -1,0 +1,163 @@
+"""Running work on a Ray cluster: join one (or start one here), fan work out, one progress bar.
+
+Ray is optional (`pip install -e ".[ray]"`, or `make ray-env`); nothing imports it until a run
+asks for it. A target is `local` (a Ray instance started on this machine for the run, stopped
+after it), `auto` (the cluster this machine belongs to, as `ray start` set it up) or an address
+(`HOST:PORT` of a head node, or `ray://HOST:PORT` for Ray Client).
+
+Work goes out as tasks whose results come back to the caller, which writes every artifact
+itself: workers need no shared filesystem for outputs, and the merge is the one a local run
+does. Tasks and actors are retried by Ray when a worker dies (`RETRIES`); every unit of work
+is a pure function of its inputs, so a retried one returns the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from copilot_cli.core import progress
+from copilot_cli.core.errors import InputError
+
+INSTALL_HINT = 'Ray is not installed here: pip install -e ".[ray]" (or make ray-env)'
+RETRIES = 3
+_ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+# Fault injection for tests and cluster drills: a worker whose task finds this file missing
+# creates it and kills itself with SIGKILL (once), so the retry path is exercised for real.
+KILL_ONCE_ENV = "COPILOT_OPT_RAY_KILL_ONCE"
+
+
+def check_target(value: str) -> str | None:
+    """Why `value` cannot be used as a Ray target here (None when it can): not a target, or
+    Ray is not installed (said before any work starts)."""
+    if not (value in ("local", "auto") or _ADDRESS.match(value)):
+        return f"{value!r} is not local, auto, HOST:PORT or ray://HOST:PORT"
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return INSTALL_HINT
+    return None
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError(INSTALL_HINT, where="--ray") from None
+    return ray
+
+
+@contextlib.contextmanager
+def session(target: str) -> Iterator[Any]:
+    """The `ray` module, connected to `target` for the duration (an already connected driver,
+    such as a test's, is used as it is and left connected)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    import logging
+
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.ERROR,  # Ray's start-up notes are not ours to print
+    }
+    env = {k: v for k, v in os.environ.items() if k.startswith("COPILOT_OPT_")}
+    kwargs["runtime_env"] = {"env_vars": env} if env else None
+    try:
+        if target == "local":
+            ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+        else:
+            ray.init(address=target, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise InputError(f"cannot join the Ray cluster at {target}: {exc}", where="--ray") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def workers(ray: Any, *, gpus: bool = False) -> int:
+    """How many one-CPU (or one-GPU) workers the cluster can run at once."""
+    resources = ray.cluster_resources()
+    return max(1, int(resources.get("GPU" if gpus else "CPU", 1)))
+
+
+def ordered_results(
+    ray: Any, refs: Sequence[Any], description: str, weights: Sequence[float] | None = None
+) -> list[Any]:
+    """Wait for `refs`, advancing one progress bar as each finishes (by `weights`, default 1
+    each); results in the order of `refs`."""
+    weights = list(weights) if weights is not None else [1.0] * len(refs)
+    position = {ref: i for i, ref in enumerate(refs)}
+    pending = list(refs)
+    with progress.progress(description, total=sum(weights)) as bar:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                bar.advance(weights[position[ref]])
+    return ray.get(list(refs))
+
+
+def maybe_die_once() -> None:
+    """Fault injection (see KILL_ONCE_ENV): SIGKILL this worker the first time only."""
+    marker = os.environ.get(KILL_ONCE_ENV)
+    if not marker:
+        return
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def remote(ray: Any, func: Callable[..., Any], **options: Any) -> Any:
+    """`func` as a Ray task retried on worker death (and on exceptions of the system)."""
+    return ray.remote(max_retries=RETRIES, **options)(func)
+
+
+def replicas(ray: Any, threads: int, *, gpus: bool, wanted: int) -> int:
+    """How many model replicas to start: one per GPU, or one per `threads` CPUs (each replica
+    runs as many threads as the caller, so its kernels sum in the same order), at most
+    `wanted`."""
+    if gpus:
+        count = workers(ray, gpus=True)
+    else:
+        count = max(1, int(ray.cluster_resources().get("CPU", 1)) // max(threads, 1))
+    return max(1, min(count, wanted))
+
+
+def start_replicas(
+    ray: Any,
+    cls: type,
+    args: tuple[Any, ...],
+    count: int,
+    threads: int,
+    *,
+    gpus: bool,
+    fingerprint: str,
+) -> list[Any]:
+    """`count` actors of `cls(*args)` (restarted and their calls retried when a worker dies),
+    each checked to hold the model with `fingerprint` (its `fingerprint()` method)."""
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    actor = ray.remote(
+        num_cpus=min(threads, cpus),
+        num_gpus=1 if gpus else 0,
+        max_restarts=RETRIES,
+        max_task_retries=RETRIES,
+    )(cls)
+    actors = [actor.remote(*args) for _ in range(count)]
+    for found in ray.get([a.fingerprint.remote() for a in actors]):
+        if found != fingerprint:
+            raise InputError(
+                f"a Ray worker loaded another model ({found[:16]}; here {fingerprint[:16]}): the "
+                "model path must name the same files on every node",
+                where="--ray",
+            )
+    return actors
