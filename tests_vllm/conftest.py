@@ -69,7 +69,13 @@ def output_to(path: Path) -> Iterator[None]:
             os.close(copy)
 
 
-def make_engine(kv_dir: Path | None, *, prefix_caching: bool = False, log: Path | None = None):
+def make_engine(
+    kv_dir: Path | None,
+    *,
+    prefix_caching: bool = False,
+    log: Path | None = None,
+    extra: dict | None = None,
+):
     from vllm import LLM
     from vllm.config import KVTransferConfig
 
@@ -79,7 +85,7 @@ def make_engine(kv_dir: Path | None, *, prefix_caching: bool = False, log: Path 
             kv_connector="CopilotPrefixConnector",
             kv_connector_module_path="copilot_cli.serving.vllm",
             kv_role="kv_consumer",
-            kv_connector_extra_config={"kv_dir": str(kv_dir)},
+            kv_connector_extra_config={"kv_dir": str(kv_dir), **(extra or {})},
         )
     with output_to(log) if log is not None else contextlib.nullcontext():
         return LLM(

@@ -145,3 +145,40 @@ def test_first_request_from_the_files_later_ones_from_vllms_prefix_cache(prepare
     assert first.num_cached_tokens > 0 and second.num_cached_tokens >= first.num_cached_tokens
     assert loads_after_first == 1 and loads_after_second == 1  # the second came from vLLM
     assert first.outputs[0].token_ids == second.outputs[0].token_ids, (name, prefix_len)
+
+
+def test_a_warm_plan_decides_what_is_read_and_requests_are_logged(prepared, cases, tmp_path):
+    import json
+
+    from copilot_cli.warm import BloomFilter, read_log
+    from copilot_cli.warm.plan import Plan, PlanItem, write_plan
+
+    names = sorted({name for name, _, _ in cases})
+    index = json.loads((prepared["kv"] / "index.json").read_text())
+    plan = Plan(
+        items=[
+            PlanItem(names[0], "prefix", "L0", 1, 0.9),
+            PlanItem(names[1], "prefix", "L2", 1, 0.1),
+        ],
+        budget=1 << 30,
+        window=600,
+        predictor="test",
+        bloom=BloomFilter.for_items([f"prefix:{names[1]}"], 0.001),
+        kv={k: index[k] for k in ("model_fingerprint", "tokenizer_fingerprint")},
+    )
+    write_plan(plan, tmp_path / "plan.json")
+    extra = {"plan": str(tmp_path / "plan.json"), "request_log": str(tmp_path / "requests.jsonl")}
+    engine = make_engine(prepared["kv"], log=tmp_path / "plan.log", extra=extra)
+    try:
+        texts = {name: next(t for n, t, _ in cases if n == name) for name in names[:3]}
+        outputs = {name: _generate(engine, [text])[0] for name, text in texts.items()}
+    finally:
+        stop(engine)
+    assert outputs[names[0]].num_cached_tokens > 0  # L0: resident from the start
+    assert outputs[names[1]].num_cached_tokens > 0  # L2: the filter allows it, read on use
+    # in no tier: its own segments are never read; only the trunk it shares with planned
+    # prefixes (the role and rules parts) is served
+    own = len(index["prefixes"][names[2]]["token_ids"]) // 16 * 16
+    assert outputs[names[2]].num_cached_tokens < own
+    logged = read_log([tmp_path / "requests.jsonl"])
+    assert names[0] in {r.prefix for r in logged} and names[1] in {r.prefix for r in logged}

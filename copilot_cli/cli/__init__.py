@@ -19,6 +19,7 @@ from copilot_cli.cli.regress import regress_command
 from copilot_cli.cli.render import render_command
 from copilot_cli.cli.serve import serve_command
 from copilot_cli.cli.templates import compile_templates_command
+from copilot_cli.cli.warm import warm_plan_command
 from copilot_cli.core import progress
 
 app = typer.Typer(
@@ -64,6 +65,7 @@ app.command("build")(build_command)
 app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
     serve_command
 )
+app.command("warm-plan")(warm_plan_command)
 
 
 def main() -> None:

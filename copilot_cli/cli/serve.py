@@ -26,6 +26,9 @@ def serve_command(
     no_preload: Annotated[
         bool, option("--no-preload", help="Load prefixes on first use, not at start.")
     ] = False,
+    plan: Annotated[
+        Path | None, option("--plan", help="A warm plan: what to load at start and after.")
+    ] = None,
     print_command: Annotated[
         bool, option("--print-command", help="Print the vllm serve line; start nothing.")
     ] = False,
@@ -40,6 +43,7 @@ def serve_command(
         port=port,
         max_bytes=max_bytes,
         preload=not no_preload,
+        plan=plan,
         extra_args=tuple(ctx.args),
     )
     if print_command:

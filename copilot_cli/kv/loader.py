@@ -235,7 +235,14 @@ class PrefixStore:
         *,
         max_bytes: int = 2 << 30,
         tokenizer: Any | None = None,
+        plan: Any = None,
+        request_log: Any = None,
     ) -> None:
+        """`plan` (a warm plan, or its path; `copilot-opt warm-plan`): its L0 prefixes are
+        loaded now and never evicted, its L1 prefixes by a background thread in priority
+        order (requests never wait for it), and `get` consults its Bloom filter before
+        reading any other prefix from disk. `request_log` (a path or a warm.RequestLog):
+        every `get` is appended to it, the input of `warm-plan`."""
         self.kv = KVCacheDir(kv_dir)
         self.model = model
         self.tokenizer = tokenizer
@@ -243,7 +250,78 @@ class PrefixStore:
         _check_model(self.kv.model_fingerprint, model, str(kv_dir))
         self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = self.misses = self.evictions = 0
+        self.hits = self.misses = self.evictions = self.bloom_skips = 0
+        self.plan = None
+        self._pinned: set[str] = set()
+        self._planned: set[str] = set()  # L0 and L1: loaded on a miss without asking the filter
+        self._warming: threading.Thread | None = None
+        self._stop = threading.Event()
+        if plan is not None:
+            self._use_plan(plan)
+        self.request_log = request_log
+        if isinstance(request_log, (str, Path)):
+            from copilot_cli.warm import RequestLog
+
+            self.request_log = RequestLog(request_log)
+
+    def _use_plan(self, plan: Any) -> None:
+        from copilot_cli.warm import read_plan
+
+        plan = read_plan(plan) if isinstance(plan, (str, Path)) else plan
+        expected = self.kv.index["model_fingerprint"], self.kv.index["tokenizer_fingerprint"]
+        if plan.kv and (plan.kv["model_fingerprint"], plan.kv["tokenizer_fingerprint"]) != expected:
+            raise ArtifactError("the warm plan was made for another KV folder's model or tokenizer")
+        self.plan = plan
+        stored = self.kv.index["prefixes"]
+        for item in plan.in_tier("L0"):
+            if item.id in stored and item.id not in self._entries:
+                self._entries[item.id] = self._load(item.id)
+                self._pinned.add(item.id)
+        l1 = [item.id for item in plan.in_tier("L1") if item.id in stored]
+        self._planned = {item.id for item in plan.in_tier("L0")} | set(l1)
+        self._warming = threading.Thread(target=self._warm, args=(l1,), daemon=True)
+        self._warming.start()
+
+    def _warm(self, names: list[str]) -> None:
+        """Background pre-load of L1 (outside the lock: requests are served meanwhile)."""
+        for name in names:
+            if self._stop.is_set():
+                return
+            with self._lock:
+                if name in self._entries:
+                    continue
+            entry = self._load(name)
+            with self._lock:
+                if name not in self._entries and self.bytes_held + entry["bytes"] <= self.max_bytes:
+                    self._entries[name] = entry
+                    self._entries.move_to_end(name, last=False)  # not the next one evicted
+
+    def wait_warm(self, timeout: float | None = None) -> bool:
+        """Block until the background pre-load finished (True) or `timeout` passed."""
+        if self._warming is not None:
+            self._warming.join(timeout)
+            return not self._warming.is_alive()
+        return True
+
+    def close(self) -> None:
+        """Stop the background pre-load."""
+        self._stop.set()
+        if self._warming is not None:
+            self._warming.join()
+
+    def get(self, name: str, *, session: str = "-", **context: Any) -> Any | None:
+        """`acquire(name)`, except that with a plan a prefix neither resident nor possibly in
+        its L2 tier (Bloom filter) is not read from disk: None (the caller prefills). With a
+        request log, the request is logged (`context`: repository, files, chunks)."""
+        if self.request_log is not None:
+            self.request_log.record(session, name, **context)
+        with self._lock:
+            resident = name in self._entries
+        planned = self.plan is None or name in self._planned
+        if not resident and not planned and not self.plan.may_be_stored("prefix", name):
+            self.bloom_skips += 1
+            return None
+        return self.acquire(name)
 
     @property
     def bytes_held(self) -> int:
@@ -289,6 +367,6 @@ class PrefixStore:
         for name in list(self._entries):
             if self.bytes_held <= self.max_bytes:
                 return
-            if self._entries[name]["refs"] == 0:
+            if self._entries[name]["refs"] == 0 and name not in self._pinned:
                 del self._entries[name]
                 self.evictions += 1

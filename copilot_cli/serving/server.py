@@ -36,6 +36,8 @@ class ServeOptions:
         host, port: where the OpenAI-compatible server listens.
         max_bytes: host memory for loaded segments.
         preload: read and verify the whole folder into memory at engine start.
+        plan: a warm plan (`warm-plan`): L0 at start, L1 in the background, the rest only
+            when its Bloom filter allows (replaces `preload`).
         extra_args: passed to vLLM as they are (after `--` on the command line).
     """
 
@@ -45,6 +47,7 @@ class ServeOptions:
     port: int = 8000
     max_bytes: int = DEFAULT_MAX_BYTES
     preload: bool = True
+    plan: Path | None = None
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -52,6 +55,7 @@ class ServeOptions:
         require(self.kv_dir.is_dir(), "kv_dir", f"{self.kv_dir} is not a KV folder")
         require_count(self.port, "port", low=1, high=65535)
         require_count(self.max_bytes, "max_bytes", low=1)
+        require(self.plan is None or self.plan.is_file(), "plan", f"{self.plan} is not a file")
 
 
 def transfer_config(options: ServeOptions) -> dict[str, Any]:
@@ -64,6 +68,7 @@ def transfer_config(options: ServeOptions) -> dict[str, Any]:
             "kv_dir": str(options.kv_dir.resolve()),
             "max_bytes": options.max_bytes,
             "preload": options.preload,
+            **({"plan": str(options.plan.resolve())} if options.plan else {}),
         },
     }
 

@@ -19,8 +19,11 @@ backend's block layout is its own business), from verified segments kept in host
 
 At engine start the served model's and tokenizer's fingerprints, the dtype and the attention
 geometry are compared with the folder's: any difference stops the engine with one error line.
-Optional extra config: `max_bytes` (host memory for segments, default 2 GiB) and `preload`
-(default true).
+Optional extra config: `max_bytes` (host memory for segments, default 2 GiB), `preload`
+(default true), `request_log` (a file the scheduler appends one line per served request to:
+the input of `warm-plan`) and `plan` (a warm plan, `copilot-opt warm-plan`: its L0 prefixes
+are read at start, L1 by a background thread in priority order, and prefixes neither planned
+nor possibly in its L2 tier are never read from disk; `preload` is then not used).
 """
 
 from __future__ import annotations
@@ -104,7 +107,24 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         if kv_cache_config is not None:
             names = [n for g in kv_cache_config.kv_cache_groups for n in g.layer_names]
             self._layer_index = {name: i for i, name in enumerate(names)}
-        if role == KVConnectorRole.WORKER and extra.get("preload", True):
+        self.plan = self._read_plan(extra.get("plan"))
+        self.request_log = None
+        if role == KVConnectorRole.SCHEDULER and extra.get("request_log"):
+            from copilot_cli.warm import RequestLog
+
+            self.request_log = RequestLog(extra["request_log"])
+        # a prefix's whole segment chain -> its name (what a request log names)
+        self._names = {
+            tuple(entry["segments"]): name for name, entry in self.kv.index["prefixes"].items()
+        }
+        self._allowed = self._allowed_segments()
+        if role == KVConnectorRole.WORKER and self.plan is not None:
+            self._load_prefixes(self.plan.in_tier("L0"))  # L0: resident before any request
+            l1 = self.plan.in_tier("L1")
+            threading.Thread(
+                target=self._load_prefixes, args=(l1,), name="copilot-kv-plan-L1", daemon=True
+            ).start()
+        elif role == KVConnectorRole.WORKER and extra.get("preload", True):
             threading.Thread(target=self._preload, name="copilot-kv-preload", daemon=True).start()
         logger.info(
             "copilot-opt connector: %d prefixes from %s (%s side)",
@@ -123,10 +143,38 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         if usable <= num_computed_tokens:
             return 0, False
         needed = match.covering(num_computed_tokens, usable)
+        if self._allowed is not None:  # a warm plan: only what it may hold is read from disk
+            kept = []
+            for segment in needed:
+                if segment[0] not in self._allowed:
+                    break
+                kept.append(segment)
+            if len(kept) < len(needed):
+                end = kept[-1][1] + kept[-1][2] if kept else num_computed_tokens
+                usable = min(usable, end) // self.block_size * self.block_size
+                if usable <= num_computed_tokens:
+                    return 0, False
+                needed = match.covering(num_computed_tokens, usable)
         if not self._verified(needed):
             return 0, False
         self._planned[request.request_id] = (num_computed_tokens, usable, match)
+        self._log(request, match)
         return usable - num_computed_tokens, False
+
+    def _log(self, request: Request, match: PrefixMatch) -> None:
+        """One request-log line: the deepest stored prefix the request starts with; the
+        session from `kv_transfer_params={"session": ...}`, else the request id."""
+        if self.request_log is None:
+            return
+        chain = tuple(h for h, _, _ in match.segments)
+        name = None
+        for end in range(len(chain), 0, -1):
+            name = self._names.get(chain[:end])
+            if name is not None:
+                break
+        params = getattr(request, "kv_transfer_params", None) or {}
+        session = str(params.get("session") or request.request_id)
+        self.request_log.record(session, name)
 
     def _verified(self, segments: list[tuple[str, int, int]]) -> bool:
         """Every segment readable and intact: only then are tokens promised. Each file is
@@ -182,6 +230,47 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         return LoadSpec(request_id, list(block_ids), start, end, match.covering(start, end))
 
     # -- worker side ------------------------------------------------------------------------
+    def _read_plan(self, path: str | None) -> Any:
+        """The warm plan (`plan` in the extra config), bound to this folder's fingerprints."""
+        if not path:
+            return None
+        from copilot_cli.warm import read_plan
+
+        try:
+            plan = read_plan(path)
+        except CopilotError as exc:
+            raise RuntimeError(f"copilot-opt connector refuses the warm plan: {exc}") from None
+        index = self.kv.index
+        if plan.kv and plan.kv["model_fingerprint"] != index["model_fingerprint"]:
+            raise RuntimeError("copilot-opt connector: the warm plan is for another KV folder")
+        return plan
+
+    def _allowed_segments(self) -> set[str] | None:
+        """With a plan: the segments of prefixes in L0/L1, or possibly in L2 (Bloom filter);
+        the others are never read from disk (None: no plan, every segment allowed)."""
+        if self.plan is None:
+            return None
+        planned = {i.id for tier in ("L0", "L1") for i in self.plan.in_tier(tier)}
+        allowed: set[str] = set()
+        for name, entry in self.kv.index["prefixes"].items():
+            if name in planned or self.plan.may_be_stored("prefix", name):
+                allowed.update(entry["segments"])
+        return allowed
+
+    def _load_prefixes(self, items: list[Any]) -> None:
+        """Read and verify the segments of these plan items into host memory, in order."""
+        prefixes = self.kv.index["prefixes"]
+        for item in items:
+            for seg_hash in prefixes.get(item.id, {}).get("segments", []):
+                if self.store.bytes_held >= self.store.max_bytes:
+                    return
+                try:
+                    self.store.get(seg_hash)
+                except CopilotError as exc:
+                    logger.error(
+                        "copilot-opt connector: segment %s unusable: %s", seg_hash[:16], exc
+                    )
+
     def _preload(self) -> None:
         """Read and verify the folder's segments into host memory, most shared first."""
         for seg_hash in sorted(self._chain, key=lambda h: self._chain[h] != ""):

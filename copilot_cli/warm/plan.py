@@ -1,0 +1,204 @@
+"""The warm plan: every item a server may need, its tier, bytes and predicted probability.
+
+    L0  always resident: loaded at start (the items at least `l0_probability` likely)
+    L1  pre-loaded in the background after start, in priority order
+    L2  loaded on first use; a Bloom filter over L2 answers "certainly not stored" first
+
+L0 and L1 together never exceed the budget. Format `copilot-opt.warm-plan` (docs/formats.md),
+sealed by a digest; with `--kv` bound to that KV folder's fingerprints.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.core import progress
+from copilot_cli.core.artifacts import (
+    canonical_json,
+    check_header,
+    check_sealed,
+    read_json_artifact,
+    sealed,
+    write_bytes,
+)
+from copilot_cli.core.errors import ArtifactError, InputError
+from copilot_cli.warm.bloom import BloomFilter
+from copilot_cli.warm.log import read_log
+from copilot_cli.warm.options import WarmPlanOptions
+from copilot_cli.warm.predict import PREDICTORS, Evaluation, Item, evaluate
+
+FORMAT = "copilot-opt.warm-plan"
+FORMAT_VERSION = 1
+TIERS = ("L0", "L1", "L2")
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    id: str
+    kind: str  # "prefix" | "chunk"
+    tier: str
+    bytes: int
+    probability: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Plan:
+    items: list[PlanItem]
+    budget: int
+    window: float
+    predictor: str
+    evaluation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bloom: BloomFilter | None = None
+    fp_rate: float = 0.01
+    kv: dict[str, str] | None = None
+    unknown_items: int = 0
+
+    def tier(self, kind: str, name: str) -> str | None:
+        for item in self.items:
+            if item.kind == kind and item.id == name:
+                return item.tier
+        return None
+
+    def in_tier(self, tier: str, kind: str = "prefix") -> list[PlanItem]:
+        """Items of a tier, highest probability first (the plan's order)."""
+        return [i for i in self.items if i.tier == tier and i.kind == kind]
+
+    def may_be_stored(self, kind: str, name: str) -> bool:
+        """False only when `name` is certainly not an L2 item (no disk read needed)."""
+        return self.bloom is None or f"{kind}:{name}" in self.bloom
+
+    @property
+    def resident_bytes(self) -> int:
+        return sum(i.bytes for i in self.items if i.tier in ("L0", "L1"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "budget": self.budget,
+            "window": self.window,
+            "predictor": self.predictor,
+            "evaluation": self.evaluation,
+            "kv": self.kv,
+            "fp_rate": self.fp_rate,
+            "resident_bytes": self.resident_bytes,
+            "unknown_items": self.unknown_items,
+            "tiers": {t: sum(1 for i in self.items if i.tier == t) for t in TIERS},
+            "items": [i.to_dict() for i in self.items],
+            "l2_bloom": self.bloom.to_dict() if self.bloom else None,
+        }
+
+
+def _sizes(options: WarmPlanOptions) -> tuple[dict[Item, int], dict[str, str] | None]:
+    sizes: dict[Item, int] = {}
+    kv = None
+    if options.kv is not None:
+        from copilot_cli.kv import KVCacheDir
+
+        folder = KVCacheDir(options.kv)
+        segments = folder.index["segments"]
+        for name, entry in folder.index["prefixes"].items():
+            sizes[("prefix", name)] = sum(segments[s]["bytes"] for s in entry["segments"])
+        kv = {k: folder.index[k] for k in ("model_fingerprint", "tokenizer_fingerprint")}
+    if options.chunks is not None:
+        from copilot_cli.chunking import read_chunks
+
+        for chunk in read_chunks(options.chunks)[1]:
+            sizes[("chunk", chunk["id"])] = len(chunk["text"].encode("utf-8"))
+    return sizes, kv
+
+
+def make_plan(options: WarmPlanOptions) -> Plan:
+    """Measure the predictors on held-out time (or the one asked for), plan with the best.
+
+    Raises:
+        InputError: a malformed log line (naming file:line), a log naming nothing the KV
+            folder or chunks file holds.
+    """
+    requests = read_log(options.logs)
+    sizes, kv = _sizes(options)
+    used = {item for r in requests for item in r.items()}
+    if not used & sizes.keys():
+        raise InputError(
+            "the log uses no prefix or chunk that --kv / --chunks hold", where=str(options.logs[0])
+        )
+    names = list(PREDICTORS) if options.predictor == "auto" else [options.predictor]
+    evaluations: dict[str, Evaluation] = {}
+    with progress.progress(f"measuring {len(names)} predictors", total=len(names)) as bar:
+        for name in names:
+            evaluations[name] = evaluate(
+                PREDICTORS[name](options.window), requests, sizes, options.budget, options.window
+            )
+            bar.advance()
+    best = max(names, key=lambda n: (round(evaluations[n].hit_rate, 3), -names.index(n)))
+    predictor = PREDICTORS[best](options.window)
+    predictor.fit(requests)
+    scores = predictor.scores(requests, requests[-1].t)
+    items = _tiers(scores, sizes, options)
+    l2 = [f"{i.kind}:{i.id}" for i in items if i.tier == "L2"]
+    return Plan(
+        items=items,
+        budget=options.budget,
+        window=options.window,
+        predictor=best,
+        evaluation={n: e.to_dict() for n, e in evaluations.items()},
+        bloom=BloomFilter.for_items(l2, options.fp_rate) if l2 else None,
+        fp_rate=options.fp_rate,
+        kv=kv,
+        unknown_items=len(used - sizes.keys()),
+    )
+
+
+def _tiers(
+    scores: dict[Item, float], sizes: dict[Item, int], options: WarmPlanOptions
+) -> list[PlanItem]:
+    ordered = sorted(sizes, key=lambda i: (-scores.get(i, 0.0), i))
+    items, used = [], 0
+    for item in ordered:
+        p = round(scores.get(item, 0.0), 6)
+        fits = p > 0 and used + sizes[item] <= options.budget
+        tier = ("L0" if p >= options.l0_probability else "L1") if fits else "L2"
+        used += sizes[item] if fits else 0
+        items.append(PlanItem(item[1], item[0], tier, sizes[item], p))
+    rank = {"L0": 0, "L1": 1, "L2": 2}
+    return sorted(items, key=lambda i: (rank[i.tier], -i.probability, i.kind, i.id))
+
+
+def write_plan(plan: Plan, path: Path) -> None:
+    write_bytes(path, canonical_json(sealed(plan.to_dict())).encode("utf-8"))
+
+
+def read_plan(path: Path | str) -> Plan:
+    """A plan file, its digest and shape checked."""
+    path = Path(path)
+    data = read_json_artifact(path, fmt=FORMAT, version=FORMAT_VERSION, what="warm plan")
+    check_sealed(data, where=str(path))
+    check_header(data, where=str(path), fmt=FORMAT, version=FORMAT_VERSION)
+    try:
+        items = [PlanItem(**entry) for entry in data["items"]]
+        bloom = BloomFilter.from_dict(data["l2_bloom"]) if data["l2_bloom"] else None
+        if any(i.tier not in TIERS for i in items):
+            raise ValueError("an item has an unknown tier")
+        return Plan(
+            items=items,
+            budget=int(data["budget"]),
+            window=float(data["window"]),
+            predictor=str(data["predictor"]),
+            evaluation=data["evaluation"],
+            bloom=bloom,
+            fp_rate=float(data["fp_rate"]),
+            kv=data["kv"],
+            unknown_items=int(data["unknown_items"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"malformed plan ({exc})", where=str(path)) from None
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(plan.to_dict(), sort_keys=True)

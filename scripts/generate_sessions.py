@@ -1,0 +1,56 @@
+"""Write sample_data/sessions.jsonl: a generated request log (fixed seed) over the shipped
+templates and sample repository, as `copilot-opt warm-plan` reads it.
+
+    python scripts/generate_sessions.py [--out sample_data/sessions.jsonl] [--sessions 300]
+
+The chunk ids are those `chunk` gives the sample repository with the shipped tokenizer, so the
+log can be planned against `build/chunks/repo.jsonl` and `build/kv` of `make demo`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# the shipped templates by the popularity the generator gives them (the first most used)
+TEMPLATES = [
+    "code-completion",
+    "bug-fix",
+    "unit-tests",
+    "docstring",
+    "review-comment",
+    "sql-to-python",
+]
+
+
+def main() -> None:
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+    from copilot_cli.warm.sessions import SessionConfig, generate_sessions, repositories_from_chunks
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=ROOT / "sample_data" / "sessions.jsonl")
+    parser.add_argument("--sessions", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        chunks = Path(tmp) / "chunks.jsonl"
+        chunk_repository(
+            ChunkOptions(repos=(ROOT / "sample_data" / "repo",), out=chunks, use_cache=False)
+        )
+        repositories = repositories_from_chunks(chunks)
+    config = SessionConfig(seed=args.seed, sessions=args.sessions)
+    requests = generate_sessions(TEMPLATES, repositories, config)
+    start = 1_764_748_800.0  # 2025-12-03 08:00 UTC: logs carry wall-clock seconds
+    lines = [
+        json.dumps({**r.to_dict(), "t": round(start + r.t, 3)}, sort_keys=True) + "\n"
+        for r in requests
+    ]
+    args.out.write_text("".join(lines))
+    print(f"{len(requests)} requests of {args.sessions} sessions written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

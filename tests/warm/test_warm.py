@@ -1,0 +1,199 @@
+"""warm-plan: the request log, the session generator, the Bloom filter, the predictors, the
+plan's tiers within the budget, and a PrefixStore that follows a plan."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from copilot_cli.cli import app
+from copilot_cli.warm import BloomFilter, RequestLog, read_log, read_plan
+from copilot_cli.warm.sessions import SessionConfig, generate_sessions, repositories_from_chunks
+
+REPO = Path(__file__).resolve().parents[2]
+SESSIONS = REPO / "sample_data" / "sessions.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("line", "expect"),
+    [
+        ("not json", "Expecting value"),
+        ("[1, 2]", "JSON object"),
+        ('{"session": "a", "prefix": "x"}', '"t" must be'),
+        ('{"t": NaN, "session": "a", "prefix": "x"}', '"t" must be'),
+        ('{"t": 1, "session": "", "prefix": "x"}', '"session" must be'),
+        ('{"t": 1, "session": "a", "prefix": 3}', '"prefix" must be'),
+        ('{"t": 1, "session": "a", "prefix": "x", "chunks": "c1"}', '"chunks" must be'),
+    ],
+)
+def test_a_malformed_log_line_is_exit_2_naming_the_line(runner, tmp_path, line, expect):
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"t": 0, "session": "a", "prefix": "bug-fix"}\n' + line + "\n")
+    result = runner.invoke(
+        app, ["warm-plan", str(log), "-o", str(tmp_path / "p.json"), "--chunks", str(log)]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{log}:2" in result.stderr and expect in result.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_request_log_lines_from_several_threads_parse(tmp_path):
+    import threading
+
+    log = RequestLog(tmp_path / "requests.jsonl")
+    threads = [
+        threading.Thread(
+            target=lambda n=n: [
+                log.record(f"s{n}", "bug-fix", chunks=["c1"], t=i) for i in range(200)
+            ]
+        )
+        for n in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    log.close()
+    requests = read_log([tmp_path / "requests.jsonl"])
+    assert len(requests) == 800 and {r.session for r in requests} == {"s0", "s1", "s2", "s3"}
+    assert requests[0].items() == [("prefix", "bug-fix"), ("chunk", "c1")]
+
+
+def test_bloom_filter_has_no_false_negatives_and_its_stated_rate():
+    items = [f"chunk:{i:06d}" for i in range(5000)]
+    bloom = BloomFilter.for_items(items, 0.01)
+    assert all(item in bloom for item in items)
+    probes = [f"other:{i}" for i in range(20000)]
+    rate = sum(p in bloom for p in probes) / len(probes)
+    assert 0.003 < rate < 0.02, rate
+    again = BloomFilter.from_dict(json.loads(json.dumps(bloom.to_dict())))
+    assert all(item in again for item in items[:100]) and again.array == bloom.array
+
+
+@pytest.fixture(scope="module")
+def sample_chunks(tmp_path_factory) -> Path:
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+
+    out = tmp_path_factory.mktemp("chunks") / "repo.jsonl"
+    chunk_repository(ChunkOptions(repos=(REPO / "sample_data" / "repo",), out=out, use_cache=False))
+    return out
+
+
+def test_the_shipped_log_is_what_the_generator_makes(tmp_path):
+    out = tmp_path / "sessions.jsonl"
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "generate_sessions.py"), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    assert out.read_bytes() == SESSIONS.read_bytes()
+
+
+def test_sessions_look_like_editing(sample_chunks):
+    repos = repositories_from_chunks(sample_chunks)
+    requests = generate_sessions(["a", "b", "c", "d"], repos, SessionConfig(seed=3, sessions=120))
+    assert requests == generate_sessions(
+        ["a", "b", "c", "d"], repos, SessionConfig(seed=3, sessions=120)
+    )
+    counts = {t: sum(r.prefix == t for r in requests) for t in "abcd"}
+    assert counts["a"] > counts["b"] > counts["d"]  # Zipf popularity
+    by_session: dict[str, list] = {}
+    for r in requests:
+        by_session.setdefault(r.session, []).append(r)
+    same = moves = neighbour = 0
+    graph = repos[0].neighbours
+    for session in by_session.values():
+        for before, after in itertools.pairwise(session):
+            if before.files[0] == after.files[0]:
+                same += 1
+            else:
+                moves += 1
+                neighbour += after.files[0] in graph[before.files[0]]
+    assert same > moves  # bursts on one file
+    assert neighbour / moves > 0.5  # moves follow the import graph
+
+
+def test_warm_plan_keeps_the_budget_and_is_reproducible(
+    runner, tmp_path, shipped_artifacts, sample_chunks
+):
+    out, _ = shipped_artifacts
+    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
+    args += ["--budget", "900kB", "--predictor", "markov-1"]
+    first = runner.invoke(app, [*args, "-o", str(tmp_path / "a.json")])
+    assert first.exit_code == 0, first.output
+    runner.invoke(app, [*args, "-o", str(tmp_path / "b.json")])
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    plan = read_plan(tmp_path / "a.json")
+    resident = [i for i in plan.items if i.tier in ("L0", "L1")]
+    assert 0 < sum(i.bytes for i in resident) <= 900_000
+    assert {i.kind for i in plan.items} == {"prefix", "chunk"}
+    for item in plan.items:
+        assert item.tier in ("L0", "L1", "L2") and 0 <= item.probability <= 1 and item.bytes > 0
+    assert all(i.probability >= 0.5 for i in plan.items if i.tier == "L0")
+    l2 = [i for i in plan.items if i.tier == "L2"]
+    assert l2 and all(plan.may_be_stored(i.kind, i.id) for i in l2)
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["evaluation"]["markov-1"]["uses"] > 1000
+    data["items"][0]["tier"] = "L0" if data["items"][0]["tier"] != "L0" else "L1"
+    (tmp_path / "a.json").write_text(json.dumps(data))
+    from copilot_cli.core.errors import ArtifactError
+
+    with pytest.raises(ArtifactError, match="digest"):
+        read_plan(tmp_path / "a.json")
+
+
+def _plan_for(tmp_path: Path, kv: Path, l0: list[str], l1: list[str], l2: list[str]):
+    from copilot_cli.warm.plan import Plan, PlanItem
+
+    items = [PlanItem(n, "prefix", "L0", 1, 0.9) for n in l0]
+    items += [PlanItem(n, "prefix", "L1", 1, 0.4) for n in l1]
+    items += [PlanItem(n, "prefix", "L2", 1, 0.1) for n in l2]
+    index = json.loads((kv / "index.json").read_text())
+    bloom = BloomFilter.for_items([f"prefix:{n}" for n in l2], 0.001)
+    kv_fps = {k: index[k] for k in ("model_fingerprint", "tokenizer_fingerprint")}
+    return Plan(items=items, budget=1 << 30, window=600, predictor="test", bloom=bloom, kv=kv_fps)
+
+
+def test_prefix_store_follows_a_plan(shipped_artifacts, tmp_path):
+    import shutil
+
+    from copilot_cli.core.models import ModelSpec, load_model
+    from copilot_cli.kv import PrefixStore
+
+    out, _ = shipped_artifacts
+    kv = Path(shutil.copytree(out / "kv", tmp_path / "kv"))
+    names = sorted(json.loads((kv / "index.json").read_text())["prefixes"])
+    loaded = load_model(ModelSpec())
+    plan = _plan_for(tmp_path, kv, names[:1], names[1:3], names[3:5])
+    store = PrefixStore(kv, loaded.model, plan=plan, request_log=tmp_path / "log.jsonl")
+    assert names[0] in store._entries  # L0 resident before any request
+    assert store.wait_warm(60) and {names[1], names[2]} <= set(store._entries)
+    store.max_bytes = 1  # pressure: everything evictable goes, L0 stays
+    store.release(names[0])
+    assert names[0] in store._entries
+    assert store.get(names[3], session="dev") is not None  # L2: in the filter, read on use
+    outside = names[5]  # in no tier: the filter rules it out, no disk read
+    entry = json.loads((kv / "index.json").read_text())["prefixes"][outside]
+    for segment in entry["segments"]:
+        (kv / "segments" / f"{segment}.safetensors").unlink(missing_ok=True)
+    assert store.get(outside, session="dev") is None and store.bloom_skips == 1
+    store.close()
+    logged = read_log([tmp_path / "log.jsonl"])
+    assert [r.prefix for r in logged] == [names[3], outside]
+
+
+def test_a_plan_for_another_kv_folder_is_refused(shipped_artifacts, tmp_path):
+    from copilot_cli.core.errors import ArtifactError
+    from copilot_cli.core.models import ModelSpec, load_model
+    from copilot_cli.kv import PrefixStore
+
+    out, _ = shipped_artifacts
+    plan = _plan_for(tmp_path, out / "kv", [], [], [])
+    plan.kv = {"model_fingerprint": "0" * 64, "tokenizer_fingerprint": "0" * 64}
+    with pytest.raises(ArtifactError, match="another KV folder"):
+        PrefixStore(out / "kv", load_model(ModelSpec()).model, plan=plan)
