@@ -23,6 +23,7 @@ from copilot_cli.core.options import OptionError
 from copilot_cli.core.prompt_sets import load_prompts, prompts_hash
 from copilot_cli.regress.baseline import Baseline, BaselineWriter
 from copilot_cli.regress.cases import Case, build_cases, cases_hash
+from copilot_cli.regress.decode import eos_ids, greedy, plain_greedy
 from copilot_cli.regress.gate import verdict
 from copilot_cli.regress.options import RegressOptions
 from copilot_cli.regress.results import (
@@ -91,6 +92,9 @@ class Runner:
         self.metric_seconds = 0.0
         self._quant: dict[str, Any] = {}  # quantized modules by artifact path, read once
         self._pruned: dict[tuple[str, str], tuple[list[int], int]] = {}
+        self._base_gen: dict[tuple[int, ...], list[int]] = {}  # base continuations by ids
+        self._plain_greedy = plain_greedy(self.model)
+        self._eos = eos_ids(self.model, self.tokenizer)
 
     def _tensor(self, ids: tuple[int, ...] | list[int]) -> torch.Tensor:
         return torch.tensor([list(ids)], device=self.device)
@@ -151,33 +155,42 @@ class Runner:
         n = self.options.gen_tokens
         if n == 0:
             return []
-        ids = self._tensor(case.ids)
-        kwargs = {
+        if spec is None and case.ids in self._base_gen:  # the same ids in another case set
+            return self._base_gen[case.ids]
+        started = time.perf_counter()
+        if spec is not None and spec.kind("prune") is not None:
+            sequence, start = self._pruned_sequence(spec, case)
+            prompt = self._tensor(sequence[: start + len(case.ids) - case.split])
+            with applied(spec, self.model, self.tokenizer, self._quant):
+                out = self._decode(prompt, None)
+        elif spec is None or spec.case_set == "prompts":
+            with applied(spec or NULL_CONTROL, self.model, self.tokenizer, self._quant):
+                out = self._decode(self._tensor(case.ids), None)
+        else:
+            upto = case.split if spec.kind("kv") is not None else len(case.ids) - 1
+            with applied(spec, self.model, self.tokenizer, self._quant):
+                cache = self._cache_for(spec, case, upto)
+                out = self._decode(self._tensor(case.ids), cache)
+        self.forward_seconds += time.perf_counter() - started
+        if spec is None:
+            self._base_gen[case.ids] = out
+        return out
+
+    def _decode(self, ids: torch.Tensor, cache: Any | None) -> list[int]:
+        """`gen_tokens` greedy tokens after `ids` (EOS kept out, as `min_new_tokens` does)."""
+        n = self.options.gen_tokens
+        if self._plain_greedy:
+            return greedy(self.model, ids, n, self._eos, cache)
+        kwargs: dict[str, Any] = {
             "max_new_tokens": n,
             "do_sample": False,
             "min_new_tokens": n,
             "pad_token_id": self.tokenizer.pad_token_id or 0,
             "attention_mask": torch.ones_like(ids),
         }
-        started = time.perf_counter()
-        if spec is not None and spec.kind("prune") is not None:
-            sequence, start = self._pruned_sequence(spec, case)
-            prompt = self._tensor(sequence[: start + len(case.ids) - case.split])
-            kwargs["attention_mask"] = torch.ones_like(prompt)
-            with applied(spec, self.model, self.tokenizer, self._quant):
-                out = self.model.generate(prompt, **kwargs)
-            self.forward_seconds += time.perf_counter() - started
-            return out[0, prompt.shape[1] :].tolist()
-        if spec is None or spec.case_set == "prompts":
-            with applied(spec or NULL_CONTROL, self.model, self.tokenizer, self._quant):
-                out = self.model.generate(ids, **kwargs)
-        else:
-            upto = case.split if spec.kind("kv") is not None else len(case.ids) - 1
-            with applied(spec, self.model, self.tokenizer, self._quant):
-                cache = self._cache_for(spec, case, upto)
-                out = self.model.generate(ids, **cache_kwargs(self.model, cache), **kwargs)
-        self.forward_seconds += time.perf_counter() - started
-        return out[0, len(case.ids) :].tolist()
+        if cache is not None:
+            kwargs.update(cache_kwargs(self.model, cache))
+        return self.model.generate(ids, **kwargs)[0, ids.shape[1] :].tolist()
 
     def compare(
         self, base: Any, logits: torch.Tensor, targets: torch.Tensor
