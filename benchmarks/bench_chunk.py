@@ -1,9 +1,12 @@
 """chunk vs LangChain's RecursiveCharacterTextSplitter.from_language and semchunk, same corpus,
 same Hugging Face tokenizer as the length function, same 384-token budget, one run.
 
-Corpus: the interpreter's Python standard library (*.py outside site-packages) plus
-sample_data/repo. Per tool: throughput (MB/s of input), chunks over the budget, definitions
-(functions/classes that fit the budget) cut across chunks, and byte coverage. The peers run in
+Per language (Python: part of the standard library; Go: gin, cobra, urfave/cli; JavaScript and
+TypeScript: fastify, express; benchmarks/corpora.py): throughput of --jobs 1 and 2 against one
+serial tokenizer pass over the same bytes (the limit) and the peers. Then, on the whole
+standard library plus sample_data/repo, quality per tool: throughput (MB/s of input), chunks
+over the budget, definitions (functions/classes that fit the budget) cut across chunks, and
+byte coverage. The peers run in
 their own virtual environment (.venv-peers, made by `make bench`); Chonkie's code chunker needs
 a tree-sitter language pack that downloads grammars at run time, so it is not run offline.
 """
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit
+from common import emit, interleaved_seconds, median_seconds
 
 from copilot_cli.chunking import ChunkOptions, chunk_repository
 from copilot_cli.chunking.languages import all_entities, parser_for
@@ -89,10 +92,113 @@ def score(files, spans_per_file, counter) -> tuple[int, int, int, float]:
     return over, cut, checked, covered / total if total else 1.0
 
 
+STDLIB_PARTS = ["asyncio", "email", "json", "http", "logging", "unittest", "xml", "importlib"]
+STDLIB_FILES = ["argparse.py", "typing.py", "subprocess.py", "inspect.py", "dataclasses.py"]
+
+
+def language_corpora(tmp: Path) -> dict[str, Path]:
+    """One corpus per language: part of the stdlib (Python), gin/cobra/urfave-cli (Go),
+    fastify/express (JavaScript and TypeScript), fetched by benchmarks/corpora.py."""
+    from corpora import corpus as fetched
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    python = tmp / "python"
+    for part in STDLIB_PARTS:
+        shutil.copytree(
+            stdlib / part, python / part, ignore=shutil.ignore_patterns("__pycache__", "test*")
+        )
+    for name in STDLIB_FILES:
+        shutil.copyfile(stdlib / name, python / name)
+    return {"python": python, "go": fetched("go"), "javascript": fetched("javascript")}
+
+
+def per_language(tokenizer, counter: TokenCounter, tmp: Path) -> None:
+    """Throughput per language: ours --jobs 1 and 2, one serial tokenizer pass over the same
+    bytes (the limit of a token-exact chunker), semchunk and LangChain, one run."""
+    for language, root in language_corpora(tmp).items():
+        _language_rows(language, root, tokenizer, counter, tmp)
+
+
+def _language_rows(language: str, root: Path, tokenizer, counter: TokenCounter, tmp: Path) -> None:
+    files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    megabytes = sum(p.stat().st_size for p in files) / 1e6
+    out = tmp / f"{language}.jsonl"
+
+    def ours(jobs: int) -> None:
+        options = ChunkOptions(
+            repos=(root,), out=out, max_tokens=BUDGET, use_cache=False, jobs=jobs
+        )
+        chunk_repository(options, tokenizer)
+
+    def limit() -> None:
+        for text in texts:
+            tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
+
+    t_ours, t_limit = interleaved_seconds(lambda: ours(1), limit, rounds=3)
+    t_jobs2 = median_seconds(lambda: ours(2), repeat=3, warmup=0)
+    records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    over = sum(1 for r in records if counter.count(r["header"] + r["text"]) > BUDGET)
+    emit(
+        f"chunk {language} --jobs 1 vs one serial tokenizer pass (the limit)",
+        megabytes / t_ours,
+        megabytes / t_limit,
+        "MB/s",
+        higher_is_better=True,
+        goal="ratio >= 0.6",
+        passed=t_limit / t_ours >= 0.6,
+        note=f"{megabytes:.2f} MB, {len(files)} files, {len(records)} chunks, "
+        f"over budget by exact recount {over}; median of 3 interleaved rounds",
+    )
+    peers = _run_peers([(str(p), _peer_language(p)) for p in files])
+    if peers is None:
+        return
+    semchunk = megabytes / peers["semchunk"]["seconds"]
+    langchain = (
+        megabytes / peers["langchain RecursiveCharacterTextSplitter.from_language"]["seconds"]
+    )
+    for jobs, seconds, goal in ((1, t_ours, 1.5), (2, t_jobs2, 2.5)):
+        emit(
+            f"chunk {language} --jobs {jobs} vs semchunk",
+            megabytes / seconds,
+            semchunk,
+            "MB/s",
+            higher_is_better=True,
+            goal=f"ratio >= {goal}",
+            passed=megabytes / seconds >= goal * semchunk,
+            note=f"LangChain from_language {langchain:.2f} MB/s; limit "
+            f"{megabytes / t_limit:.2f} MB/s",
+        )
+
+
+def _peer_language(path: Path) -> str:
+    return {".go": "go", ".py": "python", ".ts": "typescript"}.get(path.suffix, "javascript")
+
+
+def _run_peers(files: list[tuple[str, str]]) -> dict | None:
+    if not PEERS_PYTHON.exists():
+        return None
+    job = {
+        "files": [list(f) for f in files],
+        "tokenizer": str(SHIPPED_MODEL / "tokenizer.json"),
+        "budget": BUDGET,
+    }
+    proc = subprocess.run(
+        [str(PEERS_PYTHON), str(Path(__file__).parent / "peers" / "chunk_peers.py")],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "TOKENIZERS_PARALLELISM": "true"},
+    )
+    return json.loads(proc.stdout)["tools"]
+
+
 def main() -> None:
     tokenizer = load_tokenizer(str(SHIPPED_MODEL))
     counter = TokenCounter(tokenizer)
     with tempfile.TemporaryDirectory() as tmp:
+        per_language(tokenizer, counter, Path(tmp))
         root = corpus(Path(tmp))
         out = Path(tmp) / "chunks.jsonl"
         started = time.perf_counter()

@@ -24,7 +24,6 @@ from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     atomic_write,
     canonical_json,
-    json_digest,
     sealed,
     write_bytes,
 )
@@ -242,7 +241,7 @@ class _Run:
             entry = self.cache / f"{self.keys[rel]}.json"
             if self.options.use_cache and not entry.is_file():
                 with contextlib.suppress(OSError):
-                    write_bytes(entry, json.dumps(sealed(self.results[rel])).encode("utf-8"))
+                    write_bytes(entry, cache_bytes(self.results[rel]))
 
     def _chunk_here(self) -> list[dict[str, Any]]:
         jobs = self.options.jobs or os.cpu_count() or 1
@@ -267,15 +266,27 @@ class _Run:
         return chunks, modes
 
 
+def cache_bytes(result: dict[str, Any]) -> bytes:
+    """A cache entry: a line with the sha256 of the body, then the result as compact JSON
+    (sealed without re-serializing: checking an entry is one hash and one parse)."""
+    body = json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
 def _cache_entry(path: Path) -> dict[str, Any] | None:
+    """A cached file result, or None when the entry is missing, damaged or edited."""
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = path.read_bytes()
+    except OSError:
         return None
-    if not isinstance(entry, dict) or entry.get("digest") != json_digest(entry):
+    digest, _, body = data.partition(b"\n")
+    if hashlib.sha256(body).hexdigest().encode() != digest:
         return None
-    entry.pop("digest")
-    return entry
+    try:
+        entry = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def _write(

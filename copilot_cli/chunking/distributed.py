@@ -13,7 +13,6 @@ of its own machine: a file it chunked before is served from there.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,8 +45,14 @@ def _batches(
 
 def _chunk_batch(tokenizer: Any, files: list[tuple[str, bytes, int, str]]) -> list[dict[str, Any]]:
     """On a worker: chunk each (path, bytes, budget, cache key); its machine's cache first."""
-    from copilot_cli.chunking.chunker import _cache_entry, _init_worker, _worker, chunk_bytes
-    from copilot_cli.core.artifacts import sealed, write_bytes
+    from copilot_cli.chunking.chunker import (
+        _cache_entry,
+        _init_worker,
+        _worker,
+        cache_bytes,
+        chunk_bytes,
+    )
+    from copilot_cli.core.artifacts import write_bytes
     from copilot_cli.core.fingerprints import cache_dir
 
     cluster.maybe_die_once()
@@ -63,7 +68,7 @@ def _chunk_batch(tokenizer: Any, files: list[tuple[str, bytes, int, str]]) -> li
             result = chunk_bytes(data, rel, budget)
             if entry is not None:
                 with contextlib.suppress(OSError):
-                    write_bytes(entry, json.dumps(sealed(result)).encode("utf-8"))
+                    write_bytes(entry, cache_bytes(result))
         out.append({"path": rel, "result": result})
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,7 @@ from copilot_cli.chunking import code, prose
 from copilot_cli.chunking.languages import (
     EXTENSIONS,
     PROSE,
-    comment_ranges,
-    entities_fast,
+    entities_and_comments,
     parser_for,
 )
 from copilot_cli.chunking.packer import SEPARATOR, FileText, Packer, Piece, TokenCounter
@@ -38,7 +37,13 @@ class FileChunk:
     mid_line: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a dict (what `dataclasses.asdict` gives, without its deep copies)."""
+        out = {name: getattr(self, name) for name in _CHUNK_FIELDS}
+        out["entities"] = [dict(e) for e in self.entities]
+        return out
+
+
+_CHUNK_FIELDS = tuple(f.name for f in fields(FileChunk))
 
 
 @dataclass
@@ -107,9 +112,10 @@ def _split(
     parser = parser_for(language) if mode == "code" else None
     tree = parser.parse(data) if parser is not None else None
     if tree is not None and not tree.root_node.has_error:
+        entities, comments = entities_and_comments(language, tree.root_node)
         return (
-            entities_fast(language, tree.root_node),
-            comment_ranges(language, tree.root_node),
+            entities,
+            comments,
             code.make_children(file),
             code.top_level_pieces(file, tree.root_node),
         )

@@ -82,14 +82,9 @@ class Entity:
         return f"{keyword} {self.name}"
 
 
-@functools.cache
-def _query(language: str, types: tuple[str, ...]) -> Any | None:
-    """A query capturing every node of `types` that the grammar knows (run in C, fast)."""
+def _known_types(lang: Any, types: tuple[str, ...]) -> list[str]:
     from tree_sitter import Query
 
-    lang = grammar(language)
-    if lang is None:
-        return None
     valid = []
     for node_type in types:
         try:
@@ -97,30 +92,39 @@ def _query(language: str, types: tuple[str, ...]) -> Any | None:
             valid.append(node_type)
         except Exception:  # the grammar has no such node type
             continue
-    if not valid:
+    return valid
+
+
+@functools.cache
+def _entity_comment_query(language: str) -> Any | None:
+    """One query capturing entities as @e and comments as @c (one walk of the tree)."""
+    from tree_sitter import Query
+
+    lang = grammar(language)
+    if lang is None:
         return None
-    return Query(lang, "[" + " ".join(f"({t})" for t in valid) + "] @n")
+    parts = []
+    for name, types in (("e", ENTITIES), ("c", COMMENTS)):
+        valid = _known_types(lang, tuple(sorted(types)))
+        if valid:
+            parts.append("[" + " ".join(f"({t})" for t in valid) + f"] @{name}")
+    return Query(lang, "\n".join(parts)) if parts else None
 
 
-def captures(language: str, root: Any, types: tuple[str, ...]) -> list[Any]:
+def entities_and_comments(language: str, root: Any) -> tuple[list[Entity], list[tuple[int, int]]]:
+    """(named entities in start order, comment byte ranges) of a tree, from one query run
+    in C (instead of a Python tree walk)."""
     from tree_sitter import QueryCursor
 
-    query = _query(language, types)
+    query = _entity_comment_query(language)
     if query is None:
-        return []
-    return QueryCursor(query).captures(root).get("n", [])
-
-
-def comment_ranges(language: str, root: Any) -> list[tuple[int, int]]:
-    return sorted(
-        (n.start_byte, n.end_byte) for n in captures(language, root, tuple(sorted(COMMENTS)))
+        return [], []
+    found = QueryCursor(query).captures(root)
+    entities = [entity_of(node) for node in found.get("e", [])]
+    return (
+        sorted((e for e in entities if e is not None), key=lambda e: (e.start, -e.end)),
+        sorted((n.start_byte, n.end_byte) for n in found.get("c", [])),
     )
-
-
-def entities_fast(language: str, root: Any) -> list[Entity]:
-    """Named entities found with a tree-sitter query (instead of a Python tree walk)."""
-    found = [entity_of(node) for node in captures(language, root, tuple(sorted(ENTITIES)))]
-    return sorted((e for e in found if e is not None), key=lambda e: (e.start, -e.end))
 
 
 def entity_name(node: Any) -> str | None:

@@ -11,6 +11,7 @@ before it is accepted.
 from __future__ import annotations
 
 import bisect
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,24 +41,126 @@ class RawChunk:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# Counting a chunk from the file's one tokenizer pass (see docs/chunk.md, "exact counts").
+#
+# A byte-level BPE tokenizer with the GPT-2 pre-tokenizer regex (no normalizer, no prefix
+# space, no dropout) encodes each pre-token piece on its own, and the regex
+#   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+# has no look-behind and looks ahead one character only after whitespace. Two adjacent
+# characters that no alternative can match together (both non-space, of different classes
+# among letter, digit and other, and not an apostrophe before a letter) are therefore a piece
+# boundary in every string that contains them, and the pieces on either side do not depend on
+# what lies beyond them. Between two such "anchors" a and b inside a chunk, the chunk's pieces
+# are the file's pieces, so its tokens there are the file pass's tokens; only the two edges,
+# header + text[start:a] and text[b:end], are encoded again. Other tokenizers recount every
+# chunk (exact, slower); tests/chunking/test_exact_counts.py checks the rule on random text.
+_WS, _LETTER, _DIGIT, _OTHER, _UNKNOWN = 0, 1, 2, 3, 4
+
+
+def _byte_classes():
+    import numpy as np
+
+    classes = np.full(256, _UNKNOWN, dtype=np.int8)  # non-ASCII and control bytes: no anchor
+    for byte in range(33, 127):
+        char = chr(byte)
+        classes[byte] = _LETTER if char.isalpha() else _DIGIT if char.isdigit() else _OTHER
+    for byte in b" \t\n\r\x0b\x0c":
+        classes[byte] = _WS
+    return classes
+
+
+def _byte_lengths(backend: Any) -> Any:
+    """Bytes per token id of a byte-level BPE vocabulary (one byte per symbol); -1 for ids
+    that are not plain vocabulary entries (added tokens: such files use offsets)."""
+    import numpy as np
+
+    vocab = backend.get_vocab(with_added_tokens=False)
+    table = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
+    for token, index in vocab.items():
+        table[index] = len(token)
+    return table
+
+
+def splitting_rule(backend: Any) -> tuple[bool, tuple[str, ...]]:
+    """(whether chunk counts may be derived from the file pass, the added tokens' texts)."""
+    import json
+
+    if backend is None:
+        return False, ()
+    try:
+        spec = json.loads(backend.to_str())
+    except (AttributeError, ValueError):
+        return False, ()
+    pre = spec.get("pre_tokenizer") or {}
+    model = spec.get("model") or {}
+    additive = (
+        spec.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True) is True
+        and pre.get("add_prefix_space") is False
+        and model.get("type") == "BPE"
+        and model.get("dropout") is None
+    )
+    added = tuple(t["content"] for t in spec.get("added_tokens") or [] if t.get("content"))
+    return additive, added
+
+
 class TokenCounter:
     """Exact token counts with the target tokenizer (fast backend when available)."""
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
+        known = getattr(tokenizer, "_copilot_chunk_rule", None)  # one parse per tokenizer
+        if known is None:
+            additive, added = splitting_rule(self.backend)
+            known = (additive, added, _byte_lengths(self.backend) if additive else None)
+            with contextlib.suppress(AttributeError):
+                tokenizer._copilot_chunk_rule = known
+        self.additive, self.added_tokens, self._byte_lengths = known
 
     def count(self, text: str) -> int:
         return count_tokens(self.tokenizer, text)
 
     def count_many(self, texts: list[str]) -> list[int]:
         if self.backend is not None:
-            return [len(e.ids) for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+            encode = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)
+            return [len(e) for e in encode(texts, add_special_tokens=False)]
         return [self.count(t) for t in texts]
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
         """Character spans of each token of `text`."""
         return encode_with_offsets(self.tokenizer, text)[1]
+
+    def byte_starts(self, text: str, size: int) -> Any | None:
+        """Byte offset where each token of `text` starts, from token ids alone: a byte-level
+        token is its bytes, so starts are running sums of token lengths (no offsets tracked,
+        the tokenizer's fastest call). None unless the lengths add up to the `size` bytes."""
+        if self._byte_lengths is None:
+            return None
+        import numpy as np
+
+        encode = getattr(self.backend, "encode_batch_fast", None)
+        if encode is None:
+            ids = self.backend.encode(text, add_special_tokens=False).ids
+        else:  # one text: one thread
+            ids = encode([text], add_special_tokens=False)[0].ids
+        ids = np.array(ids, dtype=np.int64)
+        if ids.size and (ids.max() >= len(self._byte_lengths)):
+            return None
+        lengths = self._byte_lengths[ids]
+        if int(lengths.sum()) != size or (lengths <= 0).any():
+            return None
+        return np.cumsum(lengths) - lengths
+
+    def starts(self, text: str) -> Any:
+        """Character offset where each token of `text` starts (numpy int64)."""
+        import numpy as np
+
+        if self.backend is None:
+            return np.array([s for s, _ in self.offsets(text)], dtype=np.int64)
+        offsets = self.backend.encode(text, add_special_tokens=False).offsets
+        return np.fromiter((s for s, _ in offsets), dtype=np.int64, count=len(offsets))
 
 
 class FileText:
@@ -82,22 +185,33 @@ class FileText:
             text = self.data.decode("utf-8")
         except UnicodeDecodeError:
             return  # costs are counted exactly for non-UTF-8 files
-        offsets = counter.offsets(text)
         raw = np.frombuffer(self.data, dtype=np.uint8)
-        char_starts = np.flatnonzero((raw & 0xC0) != 0x80)  # byte offset of each character
-        starts = np.array([s for s, _ in offsets], dtype=np.int64)
-        starts = starts[starts < len(char_starts)]
-        self.token_starts = char_starts[starts]
+        # a token that starts inside a multi-byte character counts where that character
+        # starts in the offsets path and inside it here: the same for ranges on character
+        # boundaries, which every piece and chunk is
+        self.token_starts = counter.byte_starts(text, len(self.data))
+        if self.token_starts is None:
+            starts = counter.starts(text)
+            char_starts = np.flatnonzero((raw & 0xC0) != 0x80)  # byte offset of each char
+            starts = starts[starts < len(char_starts)]
+            self.token_starts = char_starts[starts]
+        if counter.additive and not any(token in text for token in counter.added_tokens):
+            self.anchors = _anchors(raw)
 
     token_starts = None
+    anchors = None  # byte offsets p where data[p-1], data[p] always split (see above)
 
-    def estimate(self, start: int, end: int) -> int | None:
-        if self.token_starts is None:
+    def derivable(self, start: int, end: int) -> tuple[int, int] | None:
+        """(a, b): the first and last anchor strictly inside (start, end), a < b; None when the
+        chunk's count cannot be derived from the file pass."""
+        if self.anchors is None:
             return None
         import numpy as np
 
-        low, high = np.searchsorted(self.token_starts, [start, end])
-        return int(high - low)
+        low, high = np.searchsorted(self.anchors, [start + 1, end])
+        if high - low < 2:
+            return None
+        return int(self.anchors[low]), int(self.anchors[high - 1])
 
     def text(self, start: int, end: int) -> str:
         return self.data[start:end].decode("utf-8", errors="replace")
@@ -123,6 +237,22 @@ class FileText:
             spans.append((line_start, min(line_end, end)))
         return spans
 
+
+def _anchors(raw: Any) -> Any:
+    """Byte offsets p (1 <= p < len) where no pre-token piece can hold both raw[p-1], raw[p]."""
+    import numpy as np
+
+    global _CLASSES
+    if _CLASSES is None:
+        _CLASSES = _byte_classes()
+    classes = _CLASSES[raw]
+    left, right = classes[:-1], classes[1:]
+    solid = (left != _WS) & (left != _UNKNOWN) & (right != _WS) & (right != _UNKNOWN)
+    split = solid & (left != right) & ~((raw[:-1] == ord("'")) & (right == _LETTER))
+    return np.flatnonzero(split) + 1
+
+
+_CLASSES = None
 
 Splitter = Callable[[Piece], list[Piece] | None]
 
@@ -172,9 +302,13 @@ class Packer:
         return self.finalize(self.pack(pieces))
 
     def _costs(self, pieces: list[Piece]) -> list[int]:
-        estimates = [self.file.estimate(p.start, p.end) for p in pieces]
-        if all(e is not None for e in estimates):
-            return estimates  # type: ignore[return-value]
+        starts = self.file.token_starts
+        if starts is not None:  # tokens starting inside each piece, all pieces at once
+            import numpy as np
+
+            bounds = np.array([(p.start, p.end) for p in pieces], dtype=np.int64)
+            found = np.searchsorted(starts, bounds)
+            return (found[:, 1] - found[:, 0]).tolist()
         return self.counter.count_many([self.file.text(p.start, p.end) for p in pieces])
 
     def pack(self, pieces: list[Piece]) -> list[RawChunk]:
@@ -221,7 +355,7 @@ class Packer:
 
     def finalize(self, chunks: list[RawChunk]) -> list[RawChunk]:
         pending = [c for c in chunks if not c.mid_line]
-        counts = self.counter.count_many([c.header + c.text for c in pending])
+        counts = self.exact_counts([(c.header, c.start, c.end) for c in pending])
         exact = {id(c): n for c, n in zip(pending, counts, strict=True)}
         out: list[RawChunk] = []
         for chunk in chunks:
@@ -236,12 +370,34 @@ class Packer:
                 out.extend(self._repair(chunk.extra["pieces"]))
         return out
 
+    def exact_counts(self, spans: list[tuple[str, int, int]]) -> list[int]:
+        """Exact token counts of header + file[start:end] for each span: derived from the
+        file's one pass where the tokenizer allows it (only the edges are encoded), else by
+        encoding the whole text. Both give the same numbers (tested)."""
+        import numpy as np
+
+        texts: list[str] = []
+        plans: list[tuple[int, int, int]] = []  # (middle tokens, edge texts, first edge index)
+        for header, start, end in spans:
+            anchors = self.file.derivable(start, end)
+            if anchors is None:
+                plans.append((0, 1, len(texts)))
+                texts.append(header + self.file.text(start, end))
+                continue
+            a, b = anchors
+            low, high = np.searchsorted(self.file.token_starts, [a, b])
+            plans.append((int(high - low), 2, len(texts)))
+            texts.append(header + self.file.text(start, a))
+            texts.append(self.file.text(b, end))
+        counts = self.counter.count_many(texts)
+        return [middle + sum(counts[i : i + n]) for middle, n, i in plans]
+
     def _exact(self, group: list[Piece]) -> RawChunk | None:
         scope = group[0].scope
         start, end = group[0].start, group[-1].end
         text = self.file.text(start, end)
         header = self.header(scope)
-        count = self.counter.count(header + text)
+        count = self.exact_counts([(header, start, end)])[0]
         return RawChunk(start, end, scope, count, text, header) if count <= self.budget else None
 
     def _repair(self, group: list[Piece]) -> list[RawChunk]:

@@ -18,6 +18,7 @@ from copilot_cli.core.errors import ArtifactError, CopilotError, InputError
 from copilot_cli.core.inspection import Expected, Inspection, Problem
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.safetensors_io import read_header
+from copilot_cli.core.verified import forget_verified
 from copilot_cli.kv import inspect_kv_folder, inspect_kv_segment
 from copilot_cli.pipeline.manifest import FORMAT as BUILD_FORMAT
 from copilot_cli.pipeline.manifest import NAME as BUILD_MANIFEST
@@ -53,6 +54,8 @@ def inspect_artifact(
     if not path.exists():
         raise InputError("does not exist", where=str(path))
     expected = _expected(model, loaded)
+    if verify:
+        forget_verified()  # inspect hashes every byte, whatever this process read before
     return _inspector(path)(path, verify=verify, expected=expected)
 
 

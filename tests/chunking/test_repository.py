@@ -146,3 +146,18 @@ def test_code_differing_only_in_comments_and_spacing_is_a_near_duplicate(tmp_pat
     _, _, chunks = run(tmp_path / "repo", tmp_path / "c.jsonl", tokenizer, max_tokens=100)
     near = [c for c in chunks if c["path"] == "b.py" and "near_duplicate_of" in c]
     assert len(near) == 6
+
+
+def test_an_edited_cache_entry_is_redone_not_used(tmp_path, tokenizer):
+    from copilot_cli.core.fingerprints import cache_dir
+
+    first, _, chunks = run(SAMPLE, tmp_path / "a.jsonl", tokenizer, use_cache=True)
+    entries = sorted((cache_dir() / "chunks").glob("*.json"))
+    assert len(entries) >= first.summary.files
+    victim = max(entries, key=lambda p: p.stat().st_size)
+    digest, _, body = victim.read_bytes().partition(b"\n")
+    victim.write_bytes(digest + b"\n" + body.replace(b'"token_count":', b'"token_count":1', 1))
+    second, _, again = run(SAMPLE, tmp_path / "b.jsonl", tokenizer, use_cache=True)
+    assert second.summary.cache_hits == second.summary.files - 1
+    assert again == chunks
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import shutil
 
 import pytest
@@ -252,3 +253,113 @@ def test_rebuild_is_byte_identical_and_reuses_segments(tiny_llama_dir, tmp_path)
     }
     _, third = _build(tiny_llama_dir, tmp_path)
     assert third.computed_tokens == 0 and third.reused_tokens == third.distinct_tokens
+
+
+class _Hashes:
+    """Counts full verifications (every one hashes the canonical header first)."""
+
+    def __init__(self, monkeypatch) -> None:
+        from copilot_cli.core import safetensors_io
+
+        self.count = 0
+        original = safetensors_io._canonical_header
+
+        def counting(*args, **kwargs):
+            self.count += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(safetensors_io, "_canonical_header", counting)
+
+
+def _flip(path, keep_times: bool) -> None:
+    before = path.stat()
+    with path.open("r+b") as handle:  # in place: same inode, same size
+        handle.seek(-50, 2)
+        byte = handle.read(1)
+        handle.seek(-50, 2)
+        handle.write(bytes([byte[0] ^ 0x10]))
+    if keep_times:  # mtime put back; the kernel still moves ctime
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.mark.parametrize("keep_times", [False, True])
+def test_a_verified_segment_flipped_afterwards_is_still_refused(
+    tiny_llama_dir, tmp_path, monkeypatch, keep_times
+):
+    from copilot_cli.core import verified
+
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    monkeypatch.setattr(verified, "RACY_NS", 0)  # files here were written a moment ago
+    verified.forget_verified()
+    hashes = _Hashes(monkeypatch)
+    load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    first = hashes.count
+    assert first >= 1
+    load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    assert hashes.count == first  # unchanged files are not hashed twice in a process
+    kv = KVCacheDir(tmp_path / "kv")
+    _flip(kv.segment_path(kv.prefix("alpha").segments[-1]), keep_times)
+    with pytest.raises(ArtifactError, match="digest"):
+        load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    with pytest.raises(ArtifactError, match="digest"):  # and on every later try
+        load_prefix(tmp_path / "kv", loaded.model, "alpha")
+
+
+def test_recently_changed_files_are_hashed_on_every_load(tiny_llama_dir, tmp_path, monkeypatch):
+    from copilot_cli.core import verified
+
+    loaded, _ = _build(tiny_llama_dir, tmp_path)  # written just now: within the racy window
+    verified.forget_verified()
+    hashes = _Hashes(monkeypatch)
+    load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    first = hashes.count
+    load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    assert hashes.count == 2 * first
+
+
+def test_a_replaced_segment_is_verified_again(tiny_llama_dir, tmp_path, monkeypatch):
+    from copilot_cli.core import verified
+
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    monkeypatch.setattr(verified, "RACY_NS", 0)
+    verified.forget_verified()
+    load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    kv = KVCacheDir(tmp_path / "kv")
+    path = kv.segment_path(kv.prefix("alpha").segments[-1])
+    data = bytearray(path.read_bytes())
+    data[-50] ^= 0x10
+    replacement = path.with_suffix(".new")
+    replacement.write_bytes(bytes(data))
+    os.replace(replacement, path)  # a new inode under the same name
+    with pytest.raises(ArtifactError, match="digest"):
+        load_prefix(tmp_path / "kv", loaded.model, "alpha")
+
+
+def test_inspect_hashes_every_byte_whatever_was_loaded_before(
+    tiny_llama_dir, tmp_path, monkeypatch
+):
+    from copilot_cli.core import verified
+    from copilot_cli.pipeline.inspect import inspect_artifact
+
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    monkeypatch.setattr(verified, "RACY_NS", 0)
+    load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    hashes = _Hashes(monkeypatch)
+    inspection = inspect_artifact(tmp_path / "kv")
+    assert not inspection.problems
+    segments = len(list((tmp_path / "kv" / "segments").glob("*.safetensors")))
+    assert hashes.count >= segments
+
+
+def test_an_index_edited_after_a_load_is_refused(tiny_llama_dir, tmp_path, monkeypatch):
+    from copilot_cli.core import verified
+
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    monkeypatch.setattr(verified, "RACY_NS", 0)
+    load_prefix(tmp_path / "kv", loaded.model, "alpha")
+    index_path = tmp_path / "kv" / "index.json"
+    index = json.loads(index_path.read_text())
+    index["prefixes"]["alpha"]["template"] = "edited"
+    index_path.write_text(json.dumps(index))  # digest not recomputed
+    with pytest.raises(ArtifactError, match="digest"):
+        load_prefix(tmp_path / "kv", loaded.model, "alpha")

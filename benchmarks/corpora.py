@@ -1,0 +1,92 @@
+"""Real code nobody here wrote, per language, fetched once from the package registries this
+machine may reach (npm, Debian) at pinned versions and checked against pinned sha256 digests.
+
+    go:         gin 1.8.1, cobra 1.6.1, urfave/cli 2.3.0 (Debian source packages)
+    javascript: fastify 4.28.1, express 4.21.2 (npm tarballs; .js/.ts/.mjs/.cjs files)
+
+Python comes from the interpreter's standard library (bench_chunk.corpus). Unpacked under
+benchmarks/.corpora/ (git-ignored); the sha256 of each archive in LANGUAGE.sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".corpora"
+
+SOURCES = {  # (registry, package, version): published versions never change
+    "go": [
+        ("deb", "golang-github-gin-gonic-gin-dev", "1.8.1-1"),
+        ("deb", "golang-github-spf13-cobra-dev", "1.6.1-1"),
+        ("deb", "golang-github-urfave-cli-v2-dev", "2.3.0-2"),
+    ],
+    "javascript": [("npm", "fastify", "4.28.1"), ("npm", "express", "4.21.2")],
+}
+SUFFIXES = {"go": (".go",), "javascript": (".js", ".mjs", ".cjs", ".ts")}
+
+
+def _fetch(kind: str, name: str, version: str, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if kind == "npm":
+        subprocess.run(
+            ["npm", "pack", f"{name}@{version}", "--silent"],
+            cwd=folder,
+            check=True,
+            capture_output=True,
+        )
+        return folder / f"{name}-{version}.tgz"
+    subprocess.run(
+        ["apt-get", "download", f"{name}={version}"], cwd=folder, check=True, capture_output=True
+    )
+    return next(folder.glob(f"{name}_{version.replace(':', '%3a')}_*.deb"))
+
+
+def _tar_bytes(kind: str, archive: Path) -> bytes:
+    """The tar inside: an npm .tgz is one; a .deb is an ar archive holding data.tar.*."""
+    data = archive.read_bytes()
+    if kind == "npm":
+        return data
+    position = 8
+    while position < len(data):
+        header = data[position : position + 60]
+        size = int(header[48:58].decode().strip())
+        if header[:16].decode().strip().startswith("data.tar"):
+            return data[position + 60 : position + 60 + size]
+        position += 60 + size + (size % 2)
+    raise SystemExit(f"{archive}: no data.tar inside")
+
+
+def _unpack(kind: str, archive: Path, target: Path, suffixes: tuple[str, ...]) -> None:
+    with tarfile.open(fileobj=io.BytesIO(_tar_bytes(kind, archive))) as tar:
+        for entry in tar.getmembers():
+            if not entry.isfile() or not entry.name.endswith(suffixes):
+                continue
+            parts = Path(entry.name).parts
+            if ".." in parts or "node_modules" in parts:
+                continue
+            dest = target / archive.stem / Path(*parts[1:])
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(tar.extractfile(entry).read())
+
+
+def corpus(language: str) -> Path:
+    """The unpacked corpus for `language` (fetched on first use)."""
+    target = CACHE / language
+    done = CACHE / f"{language}.sha256"
+    if done.is_file():
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    downloads = CACHE / "downloads"
+    digests = []
+    for kind, name, version in SOURCES[language]:
+        archive = _fetch(kind, name, version, downloads)
+        digests.append(f"{archive.name} {hashlib.sha256(archive.read_bytes()).hexdigest()}")
+        _unpack(kind, archive, target, SUFFIXES[language])
+    done.write_text("\n".join(digests) + "\n")
+    return target
