@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -75,6 +76,20 @@ def _report_to_json(report: FileReport) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc():
+    """A chunk run allocates millions of small dicts and lists (JSON entries, chunk records)
+    and makes no reference cycles; the cyclic collector scanning them cost ~20% of a cached
+    re-run. Reference counting still frees everything; the collector's state is restored."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def chunk_repository(options: ChunkOptions, tokenizer: Any | None = None) -> ChunkResult:
     """Walk, chunk, deduplicate and rank a repository; write the JSONL (and registry).
     Loads `options.tokenizer` (default: the default model's) when none is handed in.
@@ -82,6 +97,11 @@ def chunk_repository(options: ChunkOptions, tokenizer: Any | None = None) -> Chu
     Raises:
         OptionError: max_tokens + reserve beyond the model's context, or a bad setting.
     """
+    with _no_cyclic_gc():
+        return _chunk_repository(options, tokenizer)
+
+
+def _chunk_repository(options: ChunkOptions, tokenizer: Any | None) -> ChunkResult:
     started = time.perf_counter()
     if tokenizer is None:
         with progress.progress("loading tokenizer"):

@@ -69,10 +69,12 @@ def rolling_repeats(
     key, owner, start = key[order], owner[order], start[order]
     boundaries = np.flatnonzero(np.diff(key)) + 1
     runs: dict[tuple, RepeatedSpan] = {}
+    group_starts, group_ends = np.r_[0, boundaries], np.r_[boundaries, len(key)]
+    shared = (group_ends - group_starts) >= 2  # most windows occur once: skip them in bulk
     for group_start, group_end in zip(
-        np.r_[0, boundaries], np.r_[boundaries, len(key)], strict=True
+        group_starts[shared].tolist(), group_ends[shared].tolist(), strict=True
     ):
-        if group_end - group_start < 2 or len(set(owner[group_start:group_end])) < 2:
+        if len(set(owner[group_start:group_end].tolist())) < 2:
             continue
         hits = [
             (paths[int(o)], int(i))
