@@ -42,29 +42,12 @@ def rolling_repeats(
     """
     import numpy as np
 
-    keys, owners, starts = [], [], []
-    powers = [np.uint64(pow(_BASE, window - 1 - k, 1 << 64)) for k in range(window)]
     paths = sorted(lines)
-    arrays = {}
-    for file_index, path in enumerate(paths):
-        numbers, hashes = lines[path]
-        arrays[path] = (numbers, hashes)
-        if len(hashes) < window:
-            continue
-        values = np.array(hashes, dtype=np.uint64)
-        count = len(hashes) - window + 1
-        with np.errstate(over="ignore"):
-            combined = np.zeros(count, dtype=np.uint64)
-            for k in range(window):
-                combined += values[k : k + count] * powers[k]
-        keys.append(combined)
-        owners.append(np.full(count, file_index, dtype=np.int64))
-        starts.append(np.arange(count, dtype=np.int64))
-    if not keys:
+    arrays = {path: lines[path] for path in paths}
+    windows = _window_keys([lines[path][1] for path in paths], window)
+    if windows is None:
         return []
-    key = np.concatenate(keys)
-    owner = np.concatenate(owners)
-    start = np.concatenate(starts)
+    key, owner, start = windows
     order = np.argsort(key, kind="stable")
     key, owner, start = key[order], owner[order], start[order]
     boundaries = np.flatnonzero(np.diff(key)) + 1
@@ -93,6 +76,30 @@ def rolling_repeats(
             ],
         )
     return _merge(list(runs.values()))
+
+
+def _window_keys(hashes_per_file: list[list[int]], window: int) -> Any:
+    """(polynomial hash, file index, window start) of every window of `window` consecutive
+    line hashes in every file, as three numpy arrays; None when no file is that long."""
+    import numpy as np
+
+    keys, owners, starts = [], [], []
+    powers = [np.uint64(pow(_BASE, window - 1 - k, 1 << 64)) for k in range(window)]
+    for file_index, hashes in enumerate(hashes_per_file):
+        if len(hashes) < window:
+            continue
+        values = np.array(hashes, dtype=np.uint64)
+        count = len(hashes) - window + 1
+        with np.errstate(over="ignore"):
+            combined = np.zeros(count, dtype=np.uint64)
+            for k in range(window):
+                combined += values[k : k + count] * powers[k]
+        keys.append(combined)
+        owners.append(np.full(count, file_index, dtype=np.int64))
+        starts.append(np.arange(count, dtype=np.int64))
+    if not keys:
+        return None
+    return np.concatenate(keys), np.concatenate(owners), np.concatenate(starts)
 
 
 def _merge(spans: list[RepeatedSpan]) -> list[RepeatedSpan]:
