@@ -240,20 +240,7 @@ def main() -> None:
                 note="peers not installed: run `make bench`",
             )
             return
-        job = {
-            "files": [[str(root / p), lang] for p, lang, _ in files],
-            "tokenizer": str(SHIPPED_MODEL / "tokenizer.json"),
-            "budget": BUDGET,
-        }
-        proc = subprocess.run(
-            [str(PEERS_PYTHON), str(Path(__file__).parent / "peers" / "chunk_peers.py")],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, "TOKENIZERS_PARALLELISM": "true"},
-        )
-        peers = json.loads(proc.stdout)["tools"]
+        peers = _run_peers([(str(root / p), lang) for p, lang, _ in files])
         fastest = 0.0
         for name, data in peers.items():
             throughput = megabytes / data["seconds"]

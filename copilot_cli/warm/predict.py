@@ -18,6 +18,7 @@ and are scored by the share of the window's item uses that a budget-bounded resi
 
 from __future__ import annotations
 
+import abc
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -56,7 +57,7 @@ def _sessions(requests: list[Request]) -> dict[str, list[Request]]:
     return out
 
 
-class _SessionModel:
+class _SessionModel(abc.ABC):
     """Next-request probabilities per active session, combined with frequency × recency."""
 
     name = "session"
@@ -65,8 +66,9 @@ class _SessionModel:
         self.window = window
         self.base = FrequencyRecency(window)
 
+    @abc.abstractmethod
     def next_request(self, recent: list[Request]) -> dict[Item, float]:
-        raise NotImplementedError
+        """P(item in the session's next request) given its last requests."""
 
     def scores(self, history: list[Request], now: float) -> dict[Item, float]:
         miss: dict[Item, float] = {
