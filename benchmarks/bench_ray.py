@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit
+from common import emit, saved_llama
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rich", "jinja2", "click", "typer")
@@ -102,25 +102,11 @@ def bench_chunk(tmp: Path) -> None:
 
 def bench_prefill(tmp: Path) -> None:
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from copilot_cli.core.models import ModelSpec, load_model
+    from copilot_cli.core.models import ModelSpec
     from copilot_cli.kv import PrefillOptions, PrefixSource, distributed, prefill_sources
 
-    tokenizer = AutoTokenizer.from_pretrained(ROOT / "sample_data/models/tiny-code-llama")
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=512,
-        intermediate_size=1536,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        max_position_embeddings=2048,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(tmp / "model")
-    tokenizer.save_pretrained(tmp / "model")
-    loaded = load_model(ModelSpec(str(tmp / "model")))
+    loaded = saved_llama(tmp / "model")
     torch.manual_seed(1)
     trunk = torch.randint(100, 8000, (768,)).tolist()
     sources = [

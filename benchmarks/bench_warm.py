@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit
+from common import emit, saved_llama
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = (
@@ -44,14 +44,6 @@ CANDIDATES = (
     "packaging",
     "hypothesis",
 )
-TEMPLATES = [
-    "code-completion",
-    "bug-fix",
-    "unit-tests",
-    "docstring",
-    "review-comment",
-    "sql-to-python",
-]
 
 
 def _repos(tmp: Path) -> list[Path]:
@@ -73,28 +65,6 @@ def _repos(tmp: Path) -> list[Path]:
         if len(out) == 8:
             break
     return out
-
-
-def _model(tmp: Path):
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from copilot_cli.core.models import ModelSpec, load_model
-
-    tokenizer = AutoTokenizer.from_pretrained(ROOT / "sample_data/models/tiny-code-llama")
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=512,
-        intermediate_size=1536,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        max_position_embeddings=4096,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(tmp / "model")
-    tokenizer.save_pretrained(tmp / "model")
-    return load_model(ModelSpec(str(tmp / "model")))
 
 
 def _prefixes(tmp: Path, loaded, repos: list[Path]) -> Path:
@@ -150,20 +120,27 @@ def main() -> None:
     from copilot_cli.chunking import ChunkOptions, chunk_repository
     from copilot_cli.kv import PrefixStore
     from copilot_cli.warm import WarmPlanOptions, make_plan
-    from copilot_cli.warm.sessions import SessionConfig, generate_sessions, repositories_from_chunks
+    from copilot_cli.warm.sessions import (
+        SHIPPED_TEMPLATES,
+        SessionConfig,
+        generate_sessions,
+        repositories_from_chunks,
+    )
 
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         repos = _repos(tmp)
-        loaded = _model(tmp)
+        loaded = saved_llama(tmp / "model", max_positions=4096)
         chunk_repository(
             ChunkOptions(repos=tuple(repos), out=tmp / "chunks.jsonl", use_cache=False),
             loaded.tokenizer,
         )
         kv = _prefixes(tmp, loaded, repos)
         config = SessionConfig(seed=11, sessions=400, per_repository_prefixes=True)
-        trace = generate_sessions(TEMPLATES, repositories_from_chunks(tmp / "chunks.jsonl"), config)
+        trace = generate_sessions(
+            SHIPPED_TEMPLATES, repositories_from_chunks(tmp / "chunks.jsonl"), config
+        )
         cut = trace[0].t + 0.8 * (trace[-1].t - trace[0].t)
         train, replay = [r for r in trace if r.t < cut], [r for r in trace if r.t >= cut]
         (tmp / "train.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in train))

@@ -64,3 +64,30 @@ def emit(
     result.update(extra)
     print(json.dumps(result), flush=True)
     return result
+
+
+def saved_llama(folder, max_positions: int = 2048):
+    """A random-init Llama of about 30M parameters (8 layers, 512 wide, grouped-query
+    attention) with the shipped tokenizer, saved to `folder` and loaded as the CLI would."""
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from copilot_cli.core.models import SHIPPED_MODEL, ModelSpec, load_model
+
+    folder = Path(folder)
+    tokenizer = AutoTokenizer.from_pretrained(SHIPPED_MODEL)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=max_positions,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return load_model(ModelSpec(str(folder)))

@@ -15,20 +15,16 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# the shipped templates by the popularity the generator gives them (the first most used)
-TEMPLATES = [
-    "code-completion",
-    "bug-fix",
-    "unit-tests",
-    "docstring",
-    "review-comment",
-    "sql-to-python",
-]
 
 
 def main() -> None:
     from copilot_cli.chunking import ChunkOptions, chunk_repository
-    from copilot_cli.warm.sessions import SessionConfig, generate_sessions, repositories_from_chunks
+    from copilot_cli.warm.sessions import (
+        SHIPPED_TEMPLATES,
+        SessionConfig,
+        generate_sessions,
+        repositories_from_chunks,
+    )
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "sample_data" / "sessions.jsonl")
@@ -42,7 +38,7 @@ def main() -> None:
         )
         repositories = repositories_from_chunks(chunks)
     config = SessionConfig(seed=args.seed, sessions=args.sessions)
-    requests = generate_sessions(TEMPLATES, repositories, config)
+    requests = generate_sessions(list(SHIPPED_TEMPLATES), repositories, config)
     start = 1_764_748_800.0  # 2025-12-03 08:00 UTC: logs carry wall-clock seconds
     lines = [
         json.dumps({**r.to_dict(), "t": round(start + r.t, 3)}, sort_keys=True) + "\n"

@@ -20,6 +20,16 @@ from copilot_cli.warm.log import Request
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
+# the shipped templates by the popularity generated sessions give them (the first most used)
+SHIPPED_TEMPLATES = (
+    "code-completion",
+    "bug-fix",
+    "unit-tests",
+    "docstring",
+    "review-comment",
+    "sql-to-python",
+)
+
 
 @dataclass(frozen=True)
 class SessionConfig:
