@@ -280,6 +280,21 @@ def _mean(values: list[float], first: int, last: int) -> float:
 WORD, BLANK, STATEMENT = 0, 1, 2  # removal units of code; only statements need a parse check
 
 
+def _backslash_run(text: str, end: int) -> int:
+    """How many backslashes stand right before `end`."""
+    run = 0
+    while end - run > 0 and text[end - run - 1] == "\\":
+        run += 1
+    return run
+
+
+def _splits_escape(text: str, start: int, end: int) -> bool:
+    """Whether removing text[start:end] would cut an escape sequence in two: the text starts
+    right after an escaping backslash (`'\\r\\n'` losing `r\\n` keeps `'\\'`, which no
+    longer closes) or ends with one (its character would be escaped no more)."""
+    return _backslash_run(text, start) % 2 == 1 or _backslash_run(text, end) % 2 == 1
+
+
 class _Removed:
     """Disjoint sorted character intervals removed from a text."""
 
@@ -400,6 +415,8 @@ class _CodePruner:
                 inside[i] and not hard[i] for i in range(first, last)
             ):
                 span = (offsets[first][0], offsets[last - 1][1])
+                if _splits_escape(self.text, *span):
+                    continue
                 candidates.append((_mean(values, first, last), first, last, *span, WORD))
         user = sorted(user_spans)
         for start, end in self.units.statements:

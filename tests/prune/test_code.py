@@ -195,3 +195,24 @@ def test_cli_says_when_protected_spans_keep_more_than_asked(runner, tmp_path):
     assert payload["achieved_rate"] > 0.105 and "protected spans" in result.stderr
     result = runner.invoke(app, ["prune", str(source), "--rate", "0.5", "--json"])
     assert "protected spans" not in result.stderr
+
+
+ESCAPES = {
+    "python": 'EOL = "\\r\\n"\nTAB = "\\t"\nQ = "say \\"hi\\" twice"\nP = "C:\\\\temp\\\\x"\n',
+    "go": 'var eol = "\\r\\n"\nvar q = "say \\"hi\\" twice"\nvar p = "C:\\\\temp\\\\x"\n',
+    "typescript": 'const eol = "\\r\\n";\nconst q = "say \\"hi\\" twice";\nconst p = "C:\\\\t";\n',
+}
+
+
+@pytest.mark.parametrize("language", sorted(ESCAPES))
+def test_string_contents_never_lose_half_an_escape(shipped, language):
+    """Words inside strings may go, but an escape sequence goes whole or stays: `'\\r\\n'`
+    losing `r\\n` would keep `'\\'`, a string that no longer closes."""
+    body = "".join(ESCAPES[language] for _ in range(12))
+    text = {"python": "", "go": "package main\n\n", "typescript": ""}[language] + body
+    for rate in (0.5, 0.3, 0.15):
+        result = prune_text(PruneOptions(text=text, rate=rate, language=language), shipped)
+        assert result.parses is True, (rate, result.text)
+        assert _errors(result.text, language) == 0
+        if language == "python":
+            compile(result.text, "pruned.py", "exec")
