@@ -289,7 +289,9 @@ class _Run:
 def cache_bytes(result: dict[str, Any]) -> bytes:
     """A cache entry: a line with the sha256 of the body, then the result as compact JSON
     (sealed without re-serializing: checking an entry is one hash and one parse)."""
-    body = json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    import orjson  # compact JSON at C speed: entries are read back on every re-run
+
+    body = orjson.dumps(result)
     return hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
 
@@ -302,9 +304,11 @@ def _cache_entry(path: Path) -> dict[str, Any] | None:
     digest, _, body = data.partition(b"\n")
     if hashlib.sha256(body).hexdigest().encode() != digest:
         return None
+    import orjson
+
     try:
-        entry = json.loads(body)
-    except (ValueError, RecursionError):
+        entry = orjson.loads(body)
+    except (orjson.JSONDecodeError, RecursionError):
         return None
     return entry if isinstance(entry, dict) else None
 
