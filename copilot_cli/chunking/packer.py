@@ -283,18 +283,20 @@ class Packer:
             return ""
         if scope not in self._header:
             limit = self.budget // 4
-            chosen = ""
+            chosen, cost = "", 0
             for candidate in (SEPARATOR.join((self.path, *scope)), scope[-1]):
-                if self.counter.count(candidate + "\n") <= limit:
-                    chosen = candidate + "\n"
+                count = self.counter.count(candidate + "\n")
+                if count <= limit:
+                    chosen, cost = candidate + "\n", count
                     break
             self._header[scope] = chosen
+            self._header_cost[scope] = cost  # counted once, here
         return self._header[scope]
 
     def header_cost(self, scope: tuple[str, ...]) -> int:
         if scope not in self._header_cost:
-            header = self.header(scope)
-            self._header_cost[scope] = self.counter.count(header) if header else 0
+            self.header(scope)  # sets the cost too (0 for the empty scope: no header)
+            self._header_cost.setdefault(scope, 0)
         return self._header_cost[scope]
 
     def run(self, pieces: list[Piece]) -> list[RawChunk]:
