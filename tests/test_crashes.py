@@ -270,23 +270,20 @@ def _prefill_cmd() -> list[str]:
     return [*CLI, "prefill-kv", *[a for t in TEXTS for a in ("--text", str(t))], "-o"]
 
 
+def _command(what: str, tmp_path) -> list[str]:
+    """The command a kill test interrupts (its output folder follows)."""
+    if what == "prefill-kv":
+        return _prefill_cmd()
+    return [*CLI, "build", "--force", "-c", str(_build_config(tmp_path)), "-o"]
+
+
 @pytest.mark.parametrize("what", ["prefill-kv", "build"])
 def test_kill_9_then_rerun_short(tmp_path, what):
     """Three kills (the slow test below does twenty)."""
-    cmd = (
-        _prefill_cmd()
-        if what == "prefill-kv"
-        else [*CLI, "build", "--force", "-c", str(_build_config(tmp_path)), "-o"]
-    )
-    _kill_trials(cmd, tmp_path / "out", tmp_path / "ref", trials=3, seed=1)
+    _kill_trials(_command(what, tmp_path), tmp_path / "out", tmp_path / "ref", trials=3, seed=1)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("what", ["prefill-kv", "build"])
 def test_kill_9_then_rerun_twenty_times(tmp_path, what):
-    cmd = (
-        _prefill_cmd()
-        if what == "prefill-kv"
-        else [*CLI, "build", "--force", "-c", str(_build_config(tmp_path)), "-o"]
-    )
-    _kill_trials(cmd, tmp_path / "out", tmp_path / "ref", trials=20, seed=7)
+    _kill_trials(_command(what, tmp_path), tmp_path / "out", tmp_path / "ref", trials=20, seed=7)

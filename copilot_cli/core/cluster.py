@@ -137,14 +137,15 @@ def start_replicas(
     ray: Any,
     cls: type,
     args: tuple[Any, ...],
-    count: int,
     threads: int,
     *,
     gpus: bool,
     fingerprint: str,
+    wanted: int,
 ) -> list[Any]:
-    """`count` actors of `cls(*args)` (restarted and their calls retried when a worker dies),
-    each checked to hold the model with `fingerprint` (its `fingerprint()` method)."""
+    """`replicas(...)` actors of `cls(*args)` (restarted and their calls retried when a worker
+    dies), each checked to hold the model with `fingerprint` (its `fingerprint()` method)."""
+    count = replicas(ray, threads, gpus=gpus, wanted=wanted)
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     actor = ray.remote(
         num_cpus=min(threads, cpus),

@@ -6,6 +6,9 @@ key and the file is checked again in full. File timestamps are coarse (a kernel 
 file changed within the last RACY_NS is never remembered: a write in the same tick as its
 first check could keep the old stamps (git calls such entries "racily clean").
 
+Checks that depend only on content already verified (a segment's hash against its tokens,
+a chain's block hashes) are remembered by the content's digest: `held` / `hold`.
+
 The memory is per process. `forget_verified` empties it (`inspect` starts with this, so it
 always reads every byte).
 """
@@ -22,6 +25,8 @@ RACY_NS = 2_000_000_000
 
 _lock = threading.Lock()
 _entries: dict[tuple[str, str], tuple[tuple[int, ...], Any]] = {}
+_held: dict[str, set[Any]] = {}
+MAX_HELD = 100_000  # per kind; past it the memory starts over
 
 
 def stat_key(stat: os.stat_result) -> tuple[int, ...]:
@@ -49,7 +54,22 @@ def forget(kind: str, path: Path | str) -> None:
         _entries.pop((kind, str(Path(path).absolute())), None)
 
 
+def held(kind: str, key: Any) -> bool:
+    """Whether the check `kind` passed for `key` (digests of verified content) before."""
+    return key in _held.get(kind, ())
+
+
+def hold(kind: str, key: Any) -> None:
+    """Remember that the check `kind` passed for `key`."""
+    with _lock:
+        seen = _held.setdefault(kind, set())
+        if len(seen) >= MAX_HELD:
+            seen.clear()
+        seen.add(key)
+
+
 def forget_verified() -> None:
     """Check every file in full from now on."""
     with _lock:
         _entries.clear()
+        _held.clear()

@@ -104,16 +104,16 @@ def compute_on_ray(
         # a unit runs when something in it (or, recomputing, in its chain) is not on disk
         scope = (lambda u: u) if TRUNK == "ship" else (lambda u: u + _chain(u[0], parents))
         units = [u for u in units if any(items[k].known is None for k in scope(u))]
-        count = cluster.replicas(ray, threads, gpus=gpus, wanted=len(units))
         actors = cluster.start_replicas(
             ray,
             Prefiller,
             (options, threads),
-            count,
             threads,
             gpus=gpus,
             fingerprint=loaded.model_fingerprint,
+            wanted=len(units),
         )
+        count = len(actors)
         unclaimed = set(trunk)  # recompute: a trunk segment is emitted by the first unit below
         refs = [
             actors[n % count].compute.remote(

@@ -194,9 +194,6 @@ def check_metadata(
             raise ArtifactError("kv heads or head_dim differ from the model's", where=where)
 
 
-_OWN_HASH_CHECKED: set[str] = set()  # digests of segments whose hash matched their tokens
-
-
 def read_segment(
     path: Path,
     *,
@@ -228,15 +225,13 @@ def read_segment(
         raise ArtifactError("tensors differ from what the metadata describes", where=where)
     tensors = {name: tensor_view(buffer, start, entry) for name, entry in header.items()}
     token_ids = tensors["token_ids"].tolist()
-    if metadata[DIGEST_KEY] not in _OWN_HASH_CHECKED:  # the digest names a verified content
+    if not verified.held("segment-hash", metadata[DIGEST_KEY]):  # digest: verified content
         own = segment_hash(
             metadata.get("parent", ""), token_ids, metadata["model_fingerprint"], metadata["dtype"]
         )
         if own != metadata.get("segment_hash"):
             raise ArtifactError("segment hash does not match its tokens", where=where)
-        if len(_OWN_HASH_CHECKED) > 100_000:
-            _OWN_HASH_CHECKED.clear()
-        _OWN_HASH_CHECKED.add(metadata[DIGEST_KEY])
+        verified.hold("segment-hash", metadata[DIGEST_KEY])
     layers = len(expected) // 2
     keys = [tensors[f"layers.{i}.keys"] for i in range(layers)]
     values = [tensors[f"layers.{i}.values"] for i in range(layers)]

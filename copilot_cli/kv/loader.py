@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import verified
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
 from copilot_cli.core.fingerprints import model_fingerprint, tokenizer_fingerprint
 from copilot_cli.core.safetensors_io import DIGEST_KEY
@@ -84,9 +85,6 @@ def _check_model(kv_model_fp: str, model: Any, where: str) -> tuple[str, ModelGe
     return expected, model_geometry(model)
 
 
-_CHECKED_CHAINS: set[tuple[str, ...]] = set()  # chains whose block hashes matched
-
-
 def _read_chain(
     paths: list[Path], model: Any, tokenizer: Any | None
 ) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor]]:
@@ -124,11 +122,9 @@ def _read_chain(
             keys[i].append(segment.keys[i])
             values[i].append(segment.values[i])
     chain = (model_fp, *(s.metadata[DIGEST_KEY] for s in segments))
-    if chain not in _CHECKED_CHAINS:  # digests name verified contents: same chain, same answer
+    if not verified.held("block-hashes", chain):  # digests name verified contents
         check_block_hashes(segments, token_ids, model_fp)
-        if len(_CHECKED_CHAINS) > 100_000:
-            _CHECKED_CHAINS.clear()
-        _CHECKED_CHAINS.add(chain)
+        verified.hold("block-hashes", chain)
     joined_k = [parts[0] if len(parts) == 1 else torch.cat(parts, dim=1) for parts in keys]
     joined_v = [parts[0] if len(parts) == 1 else torch.cat(parts, dim=1) for parts in values]
     return token_ids, joined_k, joined_v

@@ -82,16 +82,16 @@ def score_on_ray(
 
         gpus = str(options.model.device).startswith("cuda")
         threads = torch.get_num_threads()
-        count = cluster.replicas(ray, threads, gpus=gpus, wanted=len(work))
         actors = cluster.start_replicas(
             ray,
             Shard,
             (options, threads),
-            count,
             threads,
             gpus=gpus,
             fingerprint=runner.loaded.model_fingerprint,
+            wanted=len(work),
         )
+        count = len(actors)
         size = max(1, -(-len(work) // (count * BATCHES_PER_ACTOR)))
         batches = [work[i : i + size] for i in range(0, len(work), size)]
         pool = ActorPool(actors)
