@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from copilot_cli.chunking.pretoken import PieceCache
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets
 
 SEPARATOR = " · "
@@ -118,11 +119,22 @@ class TokenCounter:
             with contextlib.suppress(AttributeError):
                 tokenizer._copilot_chunk_rule = known
         self.additive, self.added_tokens, self._byte_lengths = known
+        self.pieces = None
+        if self.additive:  # one piece cache per tokenizer, shared by its counters
+            self.pieces = getattr(tokenizer, "_copilot_piece_cache", None)
+            if self.pieces is None:
+                self.pieces = PieceCache(self.backend, self.added_tokens)
+                with contextlib.suppress(AttributeError):
+                    tokenizer._copilot_piece_cache = self.pieces
 
     def count(self, text: str) -> int:
+        if self.pieces is not None:
+            return self.pieces.count(text)
         return count_tokens(self.tokenizer, text)
 
     def count_many(self, texts: list[str]) -> list[int]:
+        if self.pieces is not None:
+            return list(map(self.pieces.count, texts))
         if self.backend is not None:
             encode = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)
             return [len(e) for e in encode(texts, add_special_tokens=False)]
@@ -141,7 +153,9 @@ class TokenCounter:
         import numpy as np
 
         encode = getattr(self.backend, "encode_batch_fast", None)
-        if encode is None:
+        if self.pieces is not None:
+            ids = self.pieces.encode_any(text)
+        elif encode is None:
             ids = self.backend.encode(text, add_special_tokens=False).ids
         else:  # one text: one thread
             ids = encode([text], add_special_tokens=False)[0].ids

@@ -24,6 +24,12 @@ def counter(tokenizer):
     return TokenCounter(tokenizer)
 
 
+@pytest.fixture(scope="session")
+def recount(tokenizer):
+    """The judge: a count by the tokenizer itself, none of the chunker's shortcuts."""
+    return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
+
+
 def run(repo: Path, out: Path, tokenizer, **kw):
     kw.setdefault("use_cache", False)
     kw.setdefault("jobs", 1)

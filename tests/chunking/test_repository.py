@@ -32,17 +32,17 @@ def test_files_are_covered_byte_for_byte(sample):
         assert position == len(data), path
 
 
-def test_no_chunk_exceeds_the_budget_by_a_recount(sample, counter):
+def test_no_chunk_exceeds_the_budget_by_a_recount(sample, recount):
     budget, _, header, chunks = sample
     assert header["max_tokens"] == budget and header["format"] == "copilot-opt.chunks"
     for chunk in chunks:
-        assert chunk["token_count"] == counter.count(chunk["header"] + chunk["text"])
+        assert chunk["token_count"] == recount(chunk["header"] + chunk["text"])
         if chunk["header"]:
             assert SEPARATOR in chunk["scope"]
         assert chunk["token_count"] <= budget
 
 
-def test_definitions_that_fit_are_never_cut(sample, counter):
+def test_definitions_that_fit_are_never_cut(sample, recount):
     budget, _, _, chunks = sample
     bounds = {}
     for chunk in chunks:
@@ -60,7 +60,7 @@ def test_definitions_that_fit_are_never_cut(sample, counter):
         for entity in all_entities(tree.root_node):
             # an entity that fits even with the deepest possible scope header must be whole
             text = data[entity.start : entity.end].decode("utf-8", errors="replace")
-            if counter.count(text) + 40 <= budget:
+            if recount(text) + 40 <= budget:
                 assert any(s <= entity.start and entity.end <= e for s, e in spans), (
                     f"{path}: {entity.label} was cut"
                 )
