@@ -266,10 +266,12 @@ class _Run:
     def _chunk_here(self) -> list[dict[str, Any]]:
         jobs = self.options.jobs or os.cpu_count() or 1
         if jobs > 1 and len(self.pending) > 8:
+            # largest files first, in small batches: the workers finish together
+            order = sorted(self.pending, key=lambda job: -self.sizes[job[1]])
             with ProcessPoolExecutor(
                 jobs, initializer=_init_worker, initargs=(self.tokenizer,)
             ) as pool:
-                return list(pool.map(_chunk_one, self.pending, chunksize=8))
+                return list(pool.map(_chunk_one, order, chunksize=4))
         _init_worker(self.tokenizer)
         return [_chunk_one(job) for job in self.pending]
 
