@@ -1,6 +1,9 @@
 """Run the peer chunkers (in their own venv: .venv-peers) and report chunk spans.
 
-stdin: {"files": [[path, language], ...], "tokenizer": "tokenizer.json", "budget": 384}
+stdin: {"files": [[path, language], ...], "tokenizer": "tokenizer.json", "budget": 384,
+        "repeats": 3}
+Each tool's time is the median of `repeats` runs, each with a fresh splitter (semchunk's
+memoized counter starts empty every time, as a new process would).
 stdout: {"tools": {name: {"seconds": s, "files": [[[start_char, end_char, tokens], ...], ...]}}}
 A chunk that cannot be found verbatim in its file (the splitter altered it) gets start -1.
 """
@@ -8,6 +11,7 @@ A chunk that cannot be found verbatim in its file (the splitter altered it) gets
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,6 +29,16 @@ def spans(text: str, chunks: list[str], count) -> list[list[int]]:
         else:
             out.append([-1, -1, count(chunk)])
     return out
+
+
+def timed(run, repeats: int):
+    """(median seconds of `repeats` runs, the last run's output)."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), out
 
 
 def main() -> None:
@@ -59,12 +73,13 @@ def main() -> None:
             splitters[lang] = RecursiveCharacterTextSplitter.from_language(
                 kind, chunk_size=budget, chunk_overlap=0, length_function=count
             )
-    started = time.perf_counter()
-    chunked = [
-        splitters[lang].split_text(text)
-        for text, (_, lang) in zip(texts, job["files"], strict=False)
-    ]
-    seconds = time.perf_counter() - started
+    def langchain():
+        return [
+            splitters[lang].split_text(text)
+            for text, (_, lang) in zip(texts, job["files"], strict=False)
+        ]
+
+    seconds, chunked = timed(langchain, job.get("repeats", 1))
     results["langchain RecursiveCharacterTextSplitter.from_language"] = {
         "seconds": seconds,
         "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],
@@ -72,10 +87,11 @@ def main() -> None:
 
     import semchunk
 
-    chunker = semchunk.chunkerify(count, chunk_size=budget)
-    started = time.perf_counter()
-    chunked = [chunker(text) if text.strip() else [] for text in texts]
-    seconds = time.perf_counter() - started
+    def semchunk_run():
+        chunker = semchunk.chunkerify(count, chunk_size=budget)
+        return [chunker(text) if text.strip() else [] for text in texts]
+
+    seconds, chunked = timed(semchunk_run, job.get("repeats", 1))
     results["semchunk"] = {
         "seconds": seconds,
         "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],

@@ -36,6 +36,7 @@ _PATTERN = re.compile(
 _OUTSIDE = bytes(b for b in range(256) if not (32 <= b < 127 or b in b"\t\n\r"))
 _LINES = re.compile(r"(?<=[!-~])(?=\n)")  # the piece boundaries described above
 _MAX_PIECES = 400_000  # the cache is dropped when it grows past this many pieces
+_SHORT = 256  # lines up to this many characters that are not plain are remembered whole
 
 
 class PieceCache:
@@ -45,6 +46,7 @@ class PieceCache:
         self.backend = backend
         self.added_tokens = added_tokens
         self.ids: dict[str, tuple[int, ...]] = {}
+        self.others: dict[str, tuple[int, ...]] = {}  # short lines that are not plain
         self._encode = getattr(backend, "encode_batch_fast", None)
         self._model = _model_path(backend)
 
@@ -61,8 +63,20 @@ class PieceCache:
             return self.encode(text)
         ids: list[int] = []
         for plain, run in _runs(text):
-            ids.extend(self.encode(run) if plain else self._tokenizer_ids(run))
+            ids.extend(self.encode(run) if plain else self._other_ids(run))
         return ids
+
+    def _other_ids(self, run: str) -> tuple[int, ...]:
+        """Ids of lines the cache cannot split; short ones remembered (scope headers, with
+        their ` · `, recur with every chunk of a scope)."""
+        found = self.others.get(run)
+        if found is None:
+            found = tuple(self._tokenizer_ids(run))
+            if len(run) <= _SHORT:
+                if len(self.others) >= _MAX_PIECES:
+                    self.others.clear()
+                self.others[run] = found
+        return found
 
     def count(self, text: str) -> int:
         """Number of tokens of any text (no special tokens added)."""
@@ -157,3 +171,4 @@ def drop_piece_cache(tokenizer: Any) -> None:
     cache = getattr(tokenizer, "_copilot_piece_cache", None)
     if cache is not None:
         cache.ids.clear()
+        cache.others.clear()
