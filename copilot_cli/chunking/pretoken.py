@@ -155,14 +155,14 @@ def _plain(text: str) -> bool:
 
 def _runs(text: str) -> list[tuple[bool, str]]:
     """`text` cut at the line boundaries above into runs of plain and other lines."""
-    runs: list[tuple[bool, str]] = []
+    runs: list[tuple[bool, list[str]]] = []
     for line in _LINES.split(text):
         plain = _plain(line)
         if runs and runs[-1][0] == plain:
-            runs[-1] = (plain, runs[-1][1] + line)
+            runs[-1][1].append(line)
         else:
-            runs.append((plain, line))
-    return runs
+            runs.append((plain, [line]))
+    return [(plain, "".join(lines)) for plain, lines in runs]
 
 
 def drop_piece_cache(tokenizer: Any) -> None:
