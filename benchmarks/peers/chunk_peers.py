@@ -73,6 +73,7 @@ def main() -> None:
             splitters[lang] = RecursiveCharacterTextSplitter.from_language(
                 kind, chunk_size=budget, chunk_overlap=0, length_function=count
             )
+
     def langchain():
         return [
             splitters[lang].split_text(text)
