@@ -89,7 +89,10 @@ def main() -> None:
     import semchunk
 
     def semchunk_run():
-        chunker = semchunk.chunkerify(count, chunk_size=budget)
+        def fresh_count(text: str) -> int:  # semchunk memoizes per counter function
+            return count(text)
+
+        chunker = semchunk.chunkerify(fresh_count, chunk_size=budget)
         return [chunker(text) if text.strip() else [] for text in texts]
 
     seconds, chunked = timed(semchunk_run, job.get("repeats", 1))
