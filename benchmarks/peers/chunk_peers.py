@@ -1,7 +1,7 @@
 """Run the peer chunkers (in their own venv: .venv-peers) and report chunk spans.
 
 stdin: {"files": [[path, language], ...], "tokenizer": "tokenizer.json", "budget": 384,
-        "repeats": 3}
+        "repeats": 3, "tools": ["langchain", "semchunk"]}
 Each tool's time is the median of `repeats` runs, each with a fresh splitter (semchunk's
 memoized counter starts empty every time, as a new process would).
 stdout: {"tools": {name: {"seconds": s, "files": [[[start_char, end_char, tokens], ...], ...]}}}
@@ -39,6 +39,23 @@ def timed(run, repeats: int):
         out = run()
         times.append(time.perf_counter() - started)
     return statistics.median(times), out
+
+
+def run_semchunk(texts: list[str], count, budget: int, repeats: int) -> dict:
+    import semchunk
+
+    def semchunk_run():
+        def fresh_count(text: str) -> int:  # semchunk memoizes per counter function
+            return count(text)
+
+        chunker = semchunk.chunkerify(fresh_count, chunk_size=budget)
+        return [chunker(text) if text.strip() else [] for text in texts]
+
+    seconds, chunked = timed(semchunk_run, repeats)
+    return {
+        "seconds": seconds,
+        "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],
+    }
 
 
 def main() -> None:
@@ -80,26 +97,15 @@ def main() -> None:
             for text, (_, lang) in zip(texts, job["files"], strict=False)
         ]
 
-    seconds, chunked = timed(langchain, job.get("repeats", 1))
-    results["langchain RecursiveCharacterTextSplitter.from_language"] = {
-        "seconds": seconds,
-        "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],
-    }
-
-    import semchunk
-
-    def semchunk_run():
-        def fresh_count(text: str) -> int:  # semchunk memoizes per counter function
-            return count(text)
-
-        chunker = semchunk.chunkerify(fresh_count, chunk_size=budget)
-        return [chunker(text) if text.strip() else [] for text in texts]
-
-    seconds, chunked = timed(semchunk_run, job.get("repeats", 1))
-    results["semchunk"] = {
-        "seconds": seconds,
-        "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],
-    }
+    tools = job.get("tools", ["langchain", "semchunk"])
+    if "langchain" in tools:
+        seconds, chunked = timed(langchain, job.get("repeats", 1))
+        results["langchain RecursiveCharacterTextSplitter.from_language"] = {
+            "seconds": seconds,
+            "files": [spans(t, c, count) for t, c in zip(texts, chunked, strict=False)],
+        }
+    if "semchunk" in tools:
+        results["semchunk"] = run_semchunk(texts, count, budget, job.get("repeats", 1))
     json.dump({"tools": results}, sys.stdout)
 
 
