@@ -315,6 +315,10 @@ def _cache_entry(path: Path) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
+# records hold no cycles: the encoder need not track them
+_RECORD_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, check_circular=False)
+
+
 def _write(
     options: ChunkOptions,
     tok_fp: str,
@@ -339,16 +343,16 @@ def _write(
         header["repository"] = names[0]
     else:
         header["repositories"] = names
+    encode = _RECORD_ENCODER.encode  # json.dumps(record, sort_keys=True, ensure_ascii=False)
     lines = []
     for chunk in written:
         record = {k: v for k, v in chunk.items() if k != "syntax_hash"}
         record["type"] = "chunk"
-        lines.append((json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode())
+        lines.append((encode(record) + "\n").encode())
     header["digest"] = chunks_digest(header, lines)
     with atomic_write(options.out) as handle:
         handle.write((json.dumps(header, sort_keys=True) + "\n").encode("utf-8"))
-        for line in lines:
-            handle.write(line)
+        handle.write(b"".join(lines))
     if options.registry is not None:
         registry = {
             "format": "copilot-opt.chunk-registry",
