@@ -80,14 +80,13 @@ class PieceCache:
 
     def count(self, text: str) -> int:
         """Number of tokens of any text (no special tokens added)."""
-        if not _plain(text) or any(token in text for token in self.added_tokens):
+        if not self.applies(text):
             return len(self.encode_any(text))
         pieces = _PATTERN.findall(text)
         try:
             return sum(map(len, map(self.ids.__getitem__, pieces)))
         except KeyError:
-            self._fill(pieces)
-            return sum(map(len, map(self.ids.__getitem__, pieces)))
+            return len(self.encode(text))
 
     def encode(self, text: str) -> list[int]:
         """Ids of `text`, which must satisfy `applies`."""
@@ -95,7 +94,9 @@ class PieceCache:
         found = list(map(self.ids.get, pieces))
         if None in found:
             self._fill(pieces)
-            found = list(map(self.ids.__getitem__, pieces))
+            found = list(map(self.ids.get, pieces))
+            if None in found:  # another thread dropped the cache in between
+                return list(self._tokenizer_ids(text))
         return list(chain.from_iterable(found))
 
     def _tokenizer_ids(self, text: str) -> list[int]:
