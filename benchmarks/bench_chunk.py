@@ -30,7 +30,6 @@ from common import emit
 from copilot_cli.chunking import ChunkOptions, chunk_repository
 from copilot_cli.chunking.languages import all_entities, parser_for
 from copilot_cli.chunking.packer import TokenCounter
-from copilot_cli.chunking.pretoken import drop_piece_cache
 from copilot_cli.core.models import SHIPPED_MODEL, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,7 +127,8 @@ def _language_rows(language: str, root: Path, tokenizer, counter: TokenCounter, 
     out = tmp / f"{language}.jsonl"
 
     def ours(jobs: int) -> None:
-        drop_piece_cache(tokenizer)  # every run starts cold, as a new process does
+        if counter.pieces is not None:  # every run starts cold, as a new process does
+            counter.pieces.clear()
         options = ChunkOptions(
             repos=(root,), out=out, max_tokens=BUDGET, use_cache=False, jobs=jobs
         )

@@ -115,17 +115,17 @@ class TokenCounter:
         known = getattr(tokenizer, "_copilot_chunk_rule", None)  # one parse per tokenizer
         if known is None:
             additive, added = splitting_rule(self.backend)
-            known = (additive, added, _byte_lengths(self.backend) if additive else None)
+            known = (additive, added, None, None)
+            if additive:  # byte lengths and a piece cache, shared by the tokenizer's counters
+                known = (
+                    additive,
+                    added,
+                    _byte_lengths(self.backend),
+                    PieceCache(self.backend, added),
+                )
             with contextlib.suppress(AttributeError):
                 tokenizer._copilot_chunk_rule = known
-        self.additive, self.added_tokens, self._byte_lengths = known
-        self.pieces = None
-        if self.additive:  # one piece cache per tokenizer, shared by its counters
-            self.pieces = getattr(tokenizer, "_copilot_piece_cache", None)
-            if self.pieces is None:
-                self.pieces = PieceCache(self.backend, self.added_tokens)
-                with contextlib.suppress(AttributeError):
-                    tokenizer._copilot_piece_cache = self.pieces
+        self.additive, self.added_tokens, self._byte_lengths, self.pieces = known
 
     def count(self, text: str) -> int:
         if self.pieces is not None:
@@ -146,20 +146,13 @@ class TokenCounter:
 
     def byte_starts(self, text: str, size: int) -> Any | None:
         """Byte offset where each token of `text` starts, from token ids alone: a byte-level
-        token is its bytes, so starts are running sums of token lengths (no offsets tracked,
-        the tokenizer's fastest call). None unless the lengths add up to the `size` bytes."""
-        if self._byte_lengths is None:
+        token is its bytes, so starts are running sums of token lengths (ids from the piece
+        cache, no offsets tracked). None unless the lengths add up to the `size` bytes."""
+        if self._byte_lengths is None or self.pieces is None:
             return None
         import numpy as np
 
-        encode = getattr(self.backend, "encode_batch_fast", None)
-        if self.pieces is not None:
-            ids = self.pieces.encode_any(text)
-        elif encode is None:
-            ids = self.backend.encode(text, add_special_tokens=False).ids
-        else:  # one text: one thread
-            ids = encode([text], add_special_tokens=False)[0].ids
-        ids = np.array(ids, dtype=np.int64)
+        ids = np.array(self.pieces.encode_any(text), dtype=np.int64)
         if ids.size and (ids.max() >= len(self._byte_lengths)):
             return None
         lengths = self._byte_lengths[ids]

@@ -50,6 +50,11 @@ class PieceCache:
         self._encode = getattr(backend, "encode_batch_fast", None)
         self._model = _model_path(backend)
 
+    def clear(self) -> None:
+        """Forget every piece and line learned (the next run starts cold, as a new process)."""
+        self.ids.clear()
+        self.others.clear()
+
     def applies(self, text: str) -> bool:
         """Whether `text` is in the region where the cached path is exact (see above)."""
         return _plain(text) and not any(token in text for token in self.added_tokens)
@@ -164,12 +169,3 @@ def _runs(text: str) -> list[tuple[bool, str]]:
         else:
             runs.append((plain, [line]))
     return [(plain, "".join(lines)) for plain, lines in runs]
-
-
-def drop_piece_cache(tokenizer: Any) -> None:
-    """Forget the pieces learned with `tokenizer` (the next chunk run starts cold, as a new
-    process does)."""
-    cache = getattr(tokenizer, "_copilot_piece_cache", None)
-    if cache is not None:
-        cache.ids.clear()
-        cache.others.clear()
