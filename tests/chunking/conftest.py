@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-from transformers import AutoTokenizer
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from copilot_cli.chunking import ChunkOptions, chunk_repository
 from copilot_cli.chunking.packer import TokenCounter
@@ -17,6 +18,59 @@ SAMPLE = REPO / "sample_data" / "repo"
 @pytest.fixture(scope="session")
 def tokenizer():
     return AutoTokenizer.from_pretrained(SHIPPED_MODEL)
+
+
+# every character class the pre-tokenizer distinguishes, the apostrophe of contractions,
+# whitespace runs and multi-byte characters
+ALPHABET = list("abcXYZ_019'\"()[]{}.,:;=+-*/#@\\") + [" ", "  ", "\t", "\n", "\n\n", "    "]
+ALPHABET += ["é", "中", "🙂", "'s", "'ll", "\r\n", "\u00a0"]
+
+
+def _trained_byte_level() -> PreTrainedTokenizerFast:
+    """A second byte-level BPE (GPT-2 regex), trained here on the sample repository."""
+    corpus = [p.read_text(errors="replace") for p in sorted(SAMPLE.rglob("*.py"))]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tokenizer.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+
+
+def _qwen_style(tokenizer) -> PreTrainedTokenizerFast:
+    """The shipped vocabulary behind a Llama-3/Qwen2-style digit-splitting regex: not
+    admitted by the rule (counts must fall back to encoding every chunk)."""
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    spec["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {
+                "type": "Split",
+                "pattern": {"Regex": r"\p{N}{1,3}| ?\p{L}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s+"},
+                "behavior": "Isolated",
+                "invert": False,
+            },
+            {
+                "type": "ByteLevel",
+                "add_prefix_space": False,
+                "trim_offsets": False,
+                "use_regex": False,
+            },
+        ],
+    }
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)))
+
+
+@pytest.fixture(scope="session")
+def trained_tokenizer():
+    return _trained_byte_level()
+
+
+@pytest.fixture(scope="session")
+def qwen_style_tokenizer(tokenizer):
+    return _qwen_style(tokenizer)
 
 
 @pytest.fixture(scope="session")

@@ -3,22 +3,14 @@ chunk (header included), for every tokenizer the rule admits; others recount."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
 
 from copilot_cli.chunking.packer import FileText, Packer, TokenCounter
 
-from .conftest import SAMPLE, run
+from .conftest import ALPHABET, SAMPLE, run
 
-# every character class the pre-tokenizer distinguishes, the apostrophe of contractions,
-# whitespace runs and multi-byte characters
-ALPHABET = list("abcXYZ_019'\"()[]{}.,:;=+-*/#@\\") + [" ", "  ", "\t", "\n", "\n\n", "    "]
-ALPHABET += ["é", "中", "🙂", "'s", "'ll", "\r\n", "\u00a0"]
 HEADERS = ["", "src/app.py · class Stack · def push\n", "def push\n", "x\n"]
 
 
@@ -26,49 +18,12 @@ def _texts():
     return st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=80).map("".join)
 
 
-def _trained_byte_level() -> PreTrainedTokenizerFast:
-    """A second byte-level BPE (GPT-2 regex), trained here on the sample repository."""
-    corpus = [p.read_text(errors="replace") for p in sorted(SAMPLE.rglob("*.py"))]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
-    )
-    tokenizer.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer)
-
-
-def _qwen_style(tokenizer) -> PreTrainedTokenizerFast:
-    """The shipped vocabulary behind a Llama-3/Qwen2-style digit-splitting regex: not
-    admitted by the rule (counts must fall back to encoding every chunk)."""
-    spec = json.loads(tokenizer.backend_tokenizer.to_str())
-    spec["pre_tokenizer"] = {
-        "type": "Sequence",
-        "pretokenizers": [
-            {
-                "type": "Split",
-                "pattern": {"Regex": r"\p{N}{1,3}| ?\p{L}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s+"},
-                "behavior": "Isolated",
-                "invert": False,
-            },
-            {
-                "type": "ByteLevel",
-                "add_prefix_space": False,
-                "trim_offsets": False,
-                "use_regex": False,
-            },
-        ],
-    }
-    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)))
-
-
 @pytest.fixture(scope="module")
-def counters(tokenizer):
+def counters(tokenizer, trained_tokenizer, qwen_style_tokenizer):
     return {
         "shipped": TokenCounter(tokenizer),
-        "trained": TokenCounter(_trained_byte_level()),
-        "qwen-style": TokenCounter(_qwen_style(tokenizer)),
+        "trained": TokenCounter(trained_tokenizer),
+        "qwen-style": TokenCounter(qwen_style_tokenizer),
     }
 
 

@@ -14,8 +14,7 @@ from copilot_cli.chunking import pretoken
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.pretoken import PieceCache
 
-from .conftest import SAMPLE
-from .test_exact_counts import ALPHABET, _qwen_style, _trained_byte_level
+from .conftest import ALPHABET, SAMPLE
 
 # besides the chunker's alphabet: whitespace and control characters the two regex engines
 # could class differently, and runs of them next to line feeds
@@ -23,10 +22,10 @@ EXTRA = ["\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u3000", "\t\n", " \n", "\n 
 
 
 @pytest.fixture(scope="module")
-def caches(tokenizer):
+def caches(tokenizer, trained_tokenizer):
     return {
         "shipped": PieceCache(tokenizer.backend_tokenizer, ()),
-        "trained": PieceCache(_trained_byte_level().backend_tokenizer, ()),
+        "trained": PieceCache(trained_tokenizer.backend_tokenizer, ()),
     }
 
 
@@ -93,8 +92,8 @@ def test_added_tokens_go_through_the_tokenizer(tokenizer):
     assert special in tokenizer.convert_ids_to_tokens(truth)
 
 
-def test_other_pre_tokenizers_take_no_shortcut(tokenizer):
-    counter = TokenCounter(_qwen_style(tokenizer))
+def test_other_pre_tokenizers_take_no_shortcut(qwen_style_tokenizer):
+    counter = TokenCounter(qwen_style_tokenizer)
     assert counter.pieces is None
     text = "x = 12345 + 'abc'\n"
     assert counter.count(text) == len(counter.tokenizer(text, add_special_tokens=False).input_ids)
