@@ -29,7 +29,9 @@ def prune_command(
             "attention, hybrid) or a multiple of the running level (ewma; 1.2 by default).",
         ),
     ] = None,
-    method: Annotated[str, option("--method", help="entropy, attention, hybrid, ewma.")] = "hybrid",
+    method: Annotated[
+        str, option("--method", help="entropy, attention, hybrid, ewma, spread.")
+    ] = "hybrid",
     protect: Annotated[
         list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
     ] = None,

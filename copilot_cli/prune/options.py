@@ -11,7 +11,7 @@ from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import OptionError, require, require_count, require_number, setting
 from copilot_cli.core.syntax import EXTENSIONS, GRAMMARS, PROSE
 
-METHODS = ("entropy", "attention", "hybrid", "ewma")
+METHODS = ("entropy", "attention", "hybrid", "ewma", "spread")
 MAX_EWMA_THRESHOLD = 100.0  # a multiple of the running level: beyond this nothing is kept
 
 
@@ -26,7 +26,8 @@ class PruneOptions:
 
     Attributes:
         text: what to compress.
-        method: entropy, attention, hybrid (default) or ewma.
+        method: entropy, attention, hybrid (default), ewma, or spread (no scores: removal
+            spread evenly over the text; needs a rate or a target token count).
         protect: regexes of text never removed.
         language: a grammar name, "text", or None to detect (see `language_for_path`).
         window, overlap: scoring window and its overlap, in tokens.
@@ -37,7 +38,7 @@ class PruneOptions:
     rate: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
-    method: Literal["entropy", "attention", "hybrid", "ewma"] = "hybrid"
+    method: Literal["entropy", "attention", "hybrid", "ewma", "spread"] = "hybrid"
     protect: tuple[str, ...] = ()
     language: str | None = None
     window: int = 512
@@ -57,6 +58,11 @@ class PruneOptions:
             self.method in METHODS,
             "method",
             f"unknown method {self.method!r}; choose {', '.join(METHODS)}",
+        )
+        require(
+            not (self.method == "spread" and self.threshold is not None),
+            "threshold",
+            "method spread has no scores to threshold; give a rate or target_tokens",
         )
         if self.rate is not None:
             require_number(self.rate, "rate", low=0.0, high=1.0, low_open=True)

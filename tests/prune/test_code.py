@@ -83,11 +83,12 @@ def test_comment_spans_never_take_the_line_break():
         assert (a == 0 or text[a - 1] == "\n") and text[b - 1] == "\n"
 
 
+@pytest.mark.parametrize("method", ["hybrid", "spread"])
 @pytest.mark.parametrize("rate", [0.5, 0.33])
 @pytest.mark.parametrize("language", sorted(SAMPLES))
-def test_code_output_has_no_new_syntax_error(shipped, language, rate):
+def test_code_output_has_no_new_syntax_error(shipped, language, rate, method):
     for text in (SAMPLES[language].read_text(), _cut(SAMPLES[language].read_text(), 0.6)):
-        result = prune_text(PruneOptions(text=text, rate=rate), shipped)
+        result = prune_text(PruneOptions(text=text, rate=rate, method=method), shipped)
         assert result.language == language and result.mode.startswith("code")
         assert result.parses is True
         assert abs(result.achieved_rate - rate) <= 0.05 * rate

@@ -13,7 +13,7 @@ from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.syntax import parses
 from copilot_cli.core.tokens import encode_with_offsets, leading_special_ids
 from copilot_cli.prune import PruneOptions, prune_text
-from copilot_cli.prune.pruner import importance, word_units
+from copilot_cli.prune.pruner import importance, spread_keys, word_units
 from copilot_cli.prune.scoring import TokenScores, score_tokens
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ def shipped():
     return load_model(ModelSpec())
 
 
-@pytest.mark.parametrize("method", ["entropy", "attention", "hybrid", "ewma"])
+@pytest.mark.parametrize("method", ["entropy", "attention", "hybrid", "ewma", "spread"])
 @pytest.mark.parametrize("rate", [0.5, 0.33])
 def test_rate_is_met_within_5_percent(shipped, method, rate):
     result = prune_text(PruneOptions(text=PROSE, rate=rate, method=method), shipped)
@@ -125,6 +125,10 @@ def test_bad_options():
     assert PruneOptions(method="ewma").threshold is None  # ewma alone: 1.2x its level (seed)
     with pytest.raises(InputError, match=r"^method:"):
         PruneOptions(rate=0.5, method="magic")
+    with pytest.raises(InputError, match=r"^threshold: method spread has no scores"):
+        PruneOptions(method="spread", threshold=0.5)
+    with pytest.raises(InputError, match=r"^rate:"):
+        PruneOptions(method="spread")
     with pytest.raises(InputError, match=r"\(\[a-"):
         PruneOptions(rate=0.5, protect=("([a-",))
 
@@ -186,3 +190,37 @@ def test_regress_prune_variant(runner, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["variants"][0]["summary"]["kl_mean"] > 0
+
+
+def test_spread_keys_remove_evenly():
+    keys = spread_keys(240)
+    order = sorted(range(240), key=keys.__getitem__)
+    for removed in (40, 120, 200):
+        gone = set(order[:removed])
+        for start in range(0, 240 - 24):
+            in_window = sum(1 for index in range(start, start + 24) if index in gone)
+            assert abs(in_window - 24 * removed / 240) <= 3, (removed, start)
+
+
+def _kept_by_half(tokenizer, text, result):
+    _, offsets = encode_with_offsets(tokenizer, text)
+    removed = [any(s <= a < e for s, e in result.removed_spans) for a, _ in offsets]
+    half = len(removed) // 2
+    return [1 - sum(part) / len(part) for part in (removed[:half], removed[half:])]
+
+
+def test_spread_needs_no_model_and_spreads_removal_over_the_text(shipped):
+    from dataclasses import replace
+
+    for text in (PROSE, CODE):
+        options = PruneOptions(text=text, rate=0.5, method="spread")
+        result = prune_text(options, shipped)
+        # no forward pass: the same output without a model at all
+        assert prune_text(options, replace(shipped, model=None)).text == result.text
+        # both halves lose about their share (the units go evenly; a whole definition is one
+        # unit), where hybrid's recency weight takes most from the first half
+        first, second = _kept_by_half(shipped.tokenizer, text, result)
+        assert 0.3 <= first <= 0.7 and 0.3 <= second <= 0.7, (first, second)
+        hybrid = prune_text(PruneOptions(text=text, rate=0.5), shipped)
+        first, second = _kept_by_half(shipped.tokenizer, text, hybrid)
+        assert second - first > 0.3
