@@ -62,7 +62,7 @@ class PruneOptions:
         require(
             not (self.method == "spread" and self.threshold is not None),
             "threshold",
-            "method spread has no scores to threshold; give a rate or target_tokens",
+            "method spread has no scores to threshold; give a rate or a target token count",
         )
         if self.rate is not None:
             require_number(self.rate, "rate", low=0.0, high=1.0, low_open=True)
