@@ -260,6 +260,25 @@ class CodeUnits:
     statements: list[tuple[int, int]]
     blank_runs: list[tuple[int, int]]  # newlines of runs of blank lines (one newline stays)
     segments: Segment  # where a removal is checked (see Segment)
+    # list elements with their comma (arguments, parameters, items) within one line: removed
+    # only by method spread, each checked like a statement
+    elements: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _element(node: Any, head: str, to_char: Any) -> tuple[int, int] | None:
+    """`node` with the comma after it (and the spaces after that), or with the comma before it
+    when it is the last of its list; None when it is not a list element within one line of
+    `head`."""
+    after, before = node.next_sibling, node.prev_sibling
+    if after is not None and after.type == ",":
+        start, end = to_char(node.start_byte), to_char(after.end_byte)
+        while end < len(head) and head[end] == " ":
+            end += 1
+    elif before is not None and before.type == ",":
+        start, end = to_char(before.start_byte), to_char(node.end_byte)
+    else:
+        return None
+    return (start, end) if start < end <= len(head) and "\n" not in head[start:end] else None
 
 
 def code_units(text: str, fr: Frame) -> CodeUnits:
@@ -269,6 +288,7 @@ def code_units(text: str, fr: Frame) -> CodeUnits:
     line_starts = [0] + [m.end() for m in re.finditer("\n", head)]
     removable: list[tuple[int, int]] = []
     statements: set[tuple[int, int]] = set()
+    elements: list[tuple[int, int]] = []
 
     def owns_lines(start: int, end: int) -> tuple[int, int] | None:
         if end > fr.cut or end <= start:
@@ -299,6 +319,9 @@ def code_units(text: str, fr: Frame) -> CodeUnits:
             span = owns_lines(start, end)
             if span is not None:
                 statements.add(span)
+            span = _element(node, head, to_char)
+            if node.type not in COMMENT_TYPES and span is not None:
+                elements.append(span)
         if node.type not in COMMENT_TYPES:
             stack.extend(node.children)
     if fr.language != "python":  # indentation carries no syntax outside Python
@@ -310,7 +333,7 @@ def code_units(text: str, fr: Frame) -> CodeUnits:
         blank_runs.append((m.start(), head.rfind("\n", 0, m.end())))
     root = Segment(0, fr.cut, (), (), fr.completion)
     root.split(_top_segments(head, fr, tree, to_char, line_starts))
-    return CodeUnits(sorted(removable), sorted(statements), blank_runs, root)
+    return CodeUnits(sorted(removable), sorted(statements), blank_runs, root, sorted(elements))
 
 
 # a segment larger than this is split at the statements/members of its body, so a removal

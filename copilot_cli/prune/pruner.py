@@ -17,7 +17,8 @@ Methods (all rank-based, so scores of different scales combine):
 Protected tokens are never removed: numbers, negations, `--protect` patterns; in prose, names,
 identifiers, code spans and URLs stay whole. Code (see code.py) loses only words inside
 comments and strings, indentation where the language ignores it, runs of blank lines, and whole
-line-owning statements, each statement removal checked by parsing; `--protect` text stays even
+line-owning statements (spread: also list elements within a line), each statement or element
+removal checked by parsing; `--protect` text stays even
 then. The unfinished end of a context cut out of a file is kept as it is.
 """
 
@@ -418,7 +419,9 @@ class _CodePruner:
         self.checked: dict[str, bool] = {}
         # (mean importance, start token, end token, start char, end char, kind)
         values = [0.0] * self.n if score is None else score.tolist()
-        self.candidates = self._candidates(offsets, values, protected_spans, user_spans)
+        # spread also takes list elements: the finest units that keep the code parsing
+        elements = self.units.elements if score is None else []
+        self.candidates = self._candidates(offsets, values, protected_spans, user_spans, elements)
         if score is None:  # spread: the units in text order take the golden-ratio sequence
             self.candidates.sort(key=lambda c: (c[3], c[4]))
             keys = spread_keys(len(self.candidates))
@@ -432,6 +435,7 @@ class _CodePruner:
         values: list[float],
         protected_spans: list[tuple[int, int]],
         user_spans: list[tuple[int, int]],
+        elements: list[tuple[int, int]],
     ) -> list[tuple[float, int, int, int, int, int]]:
         inside = contained(offsets, self.units.removable)
         hard = mark(offsets, protected_spans)
@@ -447,7 +451,7 @@ class _CodePruner:
                     continue
                 candidates.append((_mean(values, first, last), first, last, *span, WORD))
         user = sorted(user_spans)
-        for start, end in self.units.statements:
+        for start, end in self.units.statements + elements:
             first = bisect.bisect_left(token_starts, start)
             last = bisect.bisect_right(token_ends, end)
             if last <= first:

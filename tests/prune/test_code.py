@@ -217,3 +217,21 @@ def test_string_contents_never_lose_half_an_escape(shipped, language):
         assert _errors(result.text, language) == 0
         if language == "python":
             compile(result.text, "pruned.py", "exec")
+
+
+def test_spread_removes_list_elements_inside_lines_and_keeps_parsing(shipped):
+    text = "".join(
+        f"def handler_{n}(request, session, config_{n}, timeout=30):\n"
+        f"    values = [alpha_{n}, beta_{n}, gamma_{n}, delta_{n}]\n"
+        f"    return dispatch(request, values, session.user_{n}, config_{n}.mode)\n\n"
+        for n in range(12)
+    )
+    for method in ("spread", "hybrid"):
+        result = prune_text(PruneOptions(text=text, rate=0.6, method=method), shipped)
+        assert result.parses is True
+        compile(result.text, "pruned.py", "exec")
+        lines = [line for line in result.text.splitlines() if "dispatch(" in line or "= [" in line]
+        thinned = [line for line in lines if line.count(",") < 3]
+        # spread takes single elements (with their comma) out of kept lines; hybrid only
+        # removes whole statements and words in comments and strings
+        assert bool(thinned) == (method == "spread"), (method, thinned[:3])

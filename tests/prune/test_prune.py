@@ -217,10 +217,11 @@ def test_spread_needs_no_model_and_spreads_removal_over_the_text(shipped):
         result = prune_text(options, shipped)
         # no forward pass: the same output without a model at all
         assert prune_text(options, replace(shipped, model=None)).text == result.text
-        # both halves lose about their share (the units go evenly; a whole definition is one
-        # unit), where hybrid's recency weight takes most from the first half
+        # both halves lose a part near their share (the units go evenly, but a whole
+        # definition is one unit and may go at once), where hybrid's recency weight takes
+        # most from the first half
         first, second = _kept_by_half(shipped.tokenizer, text, result)
-        assert 0.3 <= first <= 0.7 and 0.3 <= second <= 0.7, (first, second)
+        assert 0.25 <= first <= 0.75 and 0.25 <= second <= 0.75, (first, second)
         hybrid = prune_text(PruneOptions(text=text, rate=0.5), shipped)
         first, second = _kept_by_half(shipped.tokenizer, text, hybrid)
         assert second - first > 0.3
