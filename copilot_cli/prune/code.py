@@ -260,8 +260,8 @@ class CodeUnits:
     statements: list[tuple[int, int]]
     blank_runs: list[tuple[int, int]]  # newlines of runs of blank lines (one newline stays)
     segments: Segment  # where a removal is checked (see Segment)
-    # list elements with their comma (arguments, parameters, items) within one line: removed
-    # only by method spread, each checked like a statement
+    # list elements with their comma (arguments, parameters, items) within one line, collected
+    # only when asked (method spread), each checked like a statement
     elements: list[tuple[int, int]] = field(default_factory=list)
 
 
@@ -281,7 +281,7 @@ def _element(node: Any, head: str, to_char: Any) -> tuple[int, int] | None:
     return (start, end) if start < end <= len(head) and "\n" not in head[start:end] else None
 
 
-def code_units(text: str, fr: Frame) -> CodeUnits:
+def code_units(text: str, fr: Frame, *, elements_too: bool = False) -> CodeUnits:
     head = text[: fr.cut]
     tree = fr.tree
     to_char = _byte_to_char(head + fr.completion)
@@ -319,9 +319,10 @@ def code_units(text: str, fr: Frame) -> CodeUnits:
             span = owns_lines(start, end)
             if span is not None:
                 statements.add(span)
-            span = _element(node, head, to_char)
-            if node.type not in COMMENT_TYPES and span is not None:
-                elements.append(span)
+            if elements_too and node.type not in COMMENT_TYPES:
+                span = _element(node, head, to_char)
+                if span is not None:
+                    elements.append(span)
         if node.type not in COMMENT_TYPES:
             stack.extend(node.children)
     if fr.language != "python":  # indentation carries no syntax outside Python

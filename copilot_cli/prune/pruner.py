@@ -415,13 +415,12 @@ class _CodePruner:
         user_spans: list[tuple[int, int]],
     ) -> None:
         self.text, self.fr, self.goal, self.n = text, fr, goal, len(offsets)
-        self.units = code_units(text, fr)
+        # spread also takes list elements: the finest units that keep the code parsing
+        self.units = code_units(text, fr, elements_too=score is None)
         self.checked: dict[str, bool] = {}
         # (mean importance, start token, end token, start char, end char, kind)
         values = [0.0] * self.n if score is None else score.tolist()
-        # spread also takes list elements: the finest units that keep the code parsing
-        elements = self.units.elements if score is None else []
-        self.candidates = self._candidates(offsets, values, protected_spans, user_spans, elements)
+        self.candidates = self._candidates(offsets, values, protected_spans, user_spans)
         if score is None:  # spread: the units in text order take the golden-ratio sequence
             self.candidates.sort(key=lambda c: (c[3], c[4]))
             keys = spread_keys(len(self.candidates))
@@ -435,7 +434,6 @@ class _CodePruner:
         values: list[float],
         protected_spans: list[tuple[int, int]],
         user_spans: list[tuple[int, int]],
-        elements: list[tuple[int, int]],
     ) -> list[tuple[float, int, int, int, int, int]]:
         inside = contained(offsets, self.units.removable)
         hard = mark(offsets, protected_spans)
@@ -451,7 +449,7 @@ class _CodePruner:
                     continue
                 candidates.append((_mean(values, first, last), first, last, *span, WORD))
         user = sorted(user_spans)
-        for start, end in self.units.statements + elements:
+        for start, end in self.units.statements + self.units.elements:
             first = bisect.bisect_left(token_starts, start)
             last = bisect.bisect_right(token_ends, end)
             if last <= first:
