@@ -30,7 +30,7 @@ def prune_command(
         ),
     ] = None,
     method: Annotated[
-        str, option("--method", help="entropy, attention, hybrid, ewma, spread.")
+        str, option("--method", help="entropy, attention, hybrid, ewma, spread, search.")
     ] = "hybrid",
     protect: Annotated[
         list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")

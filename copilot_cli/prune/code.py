@@ -281,6 +281,40 @@ def _element(node: Any, head: str, to_char: Any) -> tuple[int, int] | None:
     return (start, end) if start < end <= len(head) and "\n" not in head[start:end] else None
 
 
+class _LineOwner:
+    """Which nodes own whole lines: nothing before them on their first line, nothing after
+    them on their last but, possibly, a comment (which then goes with them)."""
+
+    def __init__(self, head: str, cut: int, line_starts: list[int]) -> None:
+        self.head, self.cut, self.line_starts = head, cut, line_starts
+        self.trailing: list[tuple[int, int, int]] = []  # (first, stop, where the rest starts)
+
+    def owned(self, start: int, end: int) -> tuple[int, int] | None:
+        """The lines [first, stop) the node owns, or None (those with text after the node are
+        kept for `with_trailing_comment`)."""
+        if end > self.cut or end <= start:
+            return None
+        head = self.head
+        first = self.line_starts[bisect.bisect_right(self.line_starts, start) - 1]
+        if head[first:start].strip():
+            return None
+        stop = head.find("\n", end)
+        stop = self.cut if stop < 0 else stop + 1
+        rest = head[end:stop]
+        if rest.strip():
+            self.trailing.append((first, stop, end + len(rest) - len(rest.lstrip(" \t"))))
+            return None
+        return first, stop
+
+    def with_trailing_comment(self, comments: dict[int, int]) -> list[tuple[int, int]]:
+        """The lines of nodes followed only by a comment that ends on their last line."""
+        return [
+            (first, stop)
+            for first, stop, after in self.trailing
+            if comments.get(after, stop + 1) <= stop
+        ]
+
+
 def code_units(text: str, fr: Frame, *, elements_too: bool = False) -> CodeUnits:
     head = text[: fr.cut]
     tree = fr.tree
@@ -290,18 +324,8 @@ def code_units(text: str, fr: Frame, *, elements_too: bool = False) -> CodeUnits
     statements: set[tuple[int, int]] = set()
     elements: list[tuple[int, int]] = []
 
-    def owns_lines(start: int, end: int) -> tuple[int, int] | None:
-        if end > fr.cut or end <= start:
-            return None
-        first = line_starts[bisect.bisect_right(line_starts, start) - 1]
-        if head[first:start].strip():
-            return None
-        stop = head.find("\n", end)
-        stop = fr.cut if stop < 0 else stop + 1
-        if head[end:stop].strip():
-            return None
-        return first, stop
-
+    comments: dict[int, int] = {}  # start -> end of each comment
+    lines = _LineOwner(head, fr.cut, line_starts)
     stack = [tree.root_node]
     while stack:
         node = stack.pop()
@@ -309,6 +333,7 @@ def code_units(text: str, fr: Frame, *, elements_too: bool = False) -> CodeUnits
         if start >= fr.cut:
             continue
         if node.type in COMMENT_TYPES:
+            comments[start] = end
             body = head[start : min(end, fr.cut)].rstrip("\r\n")  # some grammars take the \n
             marker = 2 if body[:2] in ("//", "/*") else 1
             closing = 2 if body.endswith("*/") and marker == 2 and len(body) >= 4 else 0
@@ -316,7 +341,7 @@ def code_units(text: str, fr: Frame, *, elements_too: bool = False) -> CodeUnits
         elif node.type in STRING_CONTENT_TYPES:
             removable.append((start, min(end, fr.cut)))
         if node.is_named and node.parent is not None:
-            span = owns_lines(start, end)
+            span = lines.owned(start, end)
             if span is not None:
                 statements.add(span)
             if elements_too and node.type not in COMMENT_TYPES:
@@ -325,6 +350,7 @@ def code_units(text: str, fr: Frame, *, elements_too: bool = False) -> CodeUnits
                     elements.append(span)
         if node.type not in COMMENT_TYPES:
             stack.extend(node.children)
+    statements.update(lines.with_trailing_comment(comments))
     if fr.language != "python":  # indentation carries no syntax outside Python
         for m in re.finditer(r"(?m)^[ \t]+", head):
             removable.append(m.span())

@@ -11,7 +11,7 @@ from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import OptionError, require, require_count, require_number, setting
 from copilot_cli.core.syntax import EXTENSIONS, GRAMMARS, PROSE
 
-METHODS = ("entropy", "attention", "hybrid", "ewma", "spread")
+METHODS = ("entropy", "attention", "hybrid", "ewma", "spread", "search")
 MAX_EWMA_THRESHOLD = 100.0  # a multiple of the running level: beyond this nothing is kept
 
 
@@ -26,8 +26,10 @@ class PruneOptions:
 
     Attributes:
         text: what to compress.
-        method: entropy, attention, hybrid (default), ewma, or spread (no scores: removal
-            spread evenly over the text; needs a rate or a target token count).
+        method: entropy, attention, hybrid (default), ewma, spread (no scores: removal
+            spread evenly over the text) or search (spread patterns, mixed part by part to
+            keep the model's predictions on its own continuation closest); spread and search
+            need a rate or a target token count.
         protect: regexes of text never removed.
         language: a grammar name, "text", or None to detect (see `language_for_path`).
         window, overlap: scoring window and its overlap, in tokens.
@@ -38,7 +40,7 @@ class PruneOptions:
     rate: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
-    method: Literal["entropy", "attention", "hybrid", "ewma", "spread"] = "hybrid"
+    method: Literal["entropy", "attention", "hybrid", "ewma", "spread", "search"] = "hybrid"
     protect: tuple[str, ...] = ()
     language: str | None = None
     window: int = 512
@@ -60,9 +62,9 @@ class PruneOptions:
             f"unknown method {self.method!r}; choose {', '.join(METHODS)}",
         )
         require(
-            not (self.method == "spread" and self.threshold is not None),
+            not (self.method in ("spread", "search") and self.threshold is not None),
             "threshold",
-            "method spread has no scores to threshold; give a rate or a target token count",
+            f"method {self.method} has no scores to threshold; give a rate or a target token count",
         )
         if self.rate is not None:
             require_number(self.rate, "rate", low=0.0, high=1.0, low_open=True)

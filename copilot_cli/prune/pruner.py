@@ -13,18 +13,22 @@ Methods (all rank-based, so scores of different scales combine):
     spread     no scores and no forward pass: the removal units, in text order, are taken in
                the order of the golden-ratio sequence (i·φ mod 1), so what goes is spread
                evenly over the whole text (a low-discrepancy stand-in for random dropping).
-               Measured best on long code contexts with the shipped model (docs/prune.md).
+    search     spread's patterns at 8 phases of the sequence, mixed part by part: each part
+               takes the pattern that moves the model's predictions least on the model's own
+               greedy continuation of the full text (search.py). Measured best on long code
+               contexts with the shipped model (docs/prune.md).
 Protected tokens are never removed: numbers, negations, `--protect` patterns; in prose, names,
 identifiers, code spans and URLs stay whole. Code (see code.py) loses only words inside
 comments and strings, indentation where the language ignores it, runs of blank lines, and whole
-line-owning statements (spread: also list elements within a line), each statement or element
-removal checked by parsing; `--protect` text stays even
-then. The unfinished end of a context cut out of a file is kept as it is.
+line-owning statements (spread, search: also list elements within a line), each statement or
+element removal checked by parsing; `--protect` text stays even then. The unfinished end of a
+context cut out of a file is kept as it is.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -94,13 +98,15 @@ def importance(scores: TokenScores, method: str) -> torch.Tensor:
 
 
 GOLDEN = (5**0.5 - 1) / 2
+PATTERN_METHODS = ("spread", "search")  # no scores: removal patterns from the sequence below
 
 
-def spread_keys(count: int) -> list[float]:
-    """Removal order for `count` units in text order: i·φ mod 1 (lowest goes first). Any run of
-    k consecutive units gets about its share of every prefix of the order (the golden-ratio
-    sequence has the lowest discrepancy of the Kronecker sequences), so removal is even."""
-    return [(index * GOLDEN) % 1.0 for index in range(count)]
+def spread_keys(count: int, phase: float = 0.0) -> list[float]:
+    """Removal order for `count` units in text order: (phase + i·φ) mod 1 (lowest goes first).
+    Any run of k consecutive units gets about its share of every prefix of the order (the
+    golden-ratio sequence has the lowest discrepancy of the Kronecker sequences), so removal is
+    even; another phase gives another pattern as even (method search tries several)."""
+    return [(phase + index * GOLDEN) % 1.0 for index in range(count)]
 
 
 def _assemble(
@@ -160,13 +166,14 @@ def _select(
     protected: list[bool],
     keep_count: int,
     units: list[tuple[int, int]],
+    phase: float = 0.0,
 ) -> list[bool]:
     """Keep protected tokens, then the best-scoring whole units until `keep_count` tokens
     (no score: method spread, units kept in the reverse of their spread removal order)."""
     keep = list(protected)
     kept = sum(keep)
     candidates = []
-    spread = spread_keys(len(units)) if score is None else []
+    spread = spread_keys(len(units), phase) if score is None else []
     for number, (start, end) in enumerate(units):
         if any(protected[start:end]):
             for index in range(start, end):
@@ -205,37 +212,56 @@ def prune_text(options: PruneOptions, loaded: LoadedModel | None = None) -> Prun
     ids, offsets = encode_with_offsets(tokenizer, text)
     n = len(ids)
     score = (
-        None if options.method == "spread" else _importance(loaded.model, tokenizer, ids, options)
+        None
+        if options.method in PATTERN_METHODS
+        else _importance(loaded.model, tokenizer, ids, options)
     )
     goal = _goal(score, n, options)
-    user_spans = spans_of(text, compile_patterns(options.protect))
-    protected_spans = spans_of(text, [NUMBERS, NEGATIONS]) + user_spans
     fr = _code_frame(text, options.language)
-    if fr is not None:
-        output, kept, removed, achieved, lines, valid = _prune_code(
-            text, offsets, score, fr, goal, tokenizer, protected_spans, user_spans
-        )
-        mode = "code-lines" if lines else "code"
+    attempt = _attempts(text, offsets, score, fr, goal, tokenizer, options.protect)
+    if options.method == "search":
+        from copilot_cli.prune.search import search
+
+        result = search(text, attempt, loaded, goal, fr)
     else:
-        protected_spans += spans_of(text, [PROSE_NAMES, NEWLINES])
-        protected = mark(offsets, protected_spans)
-        output, kept, removed, achieved = _prune_prose(
-            text, offsets, score, protected, goal, tokenizer
-        )
-        mode, valid = "prose", None
+        result = attempt(0.0, None)
+    mode = "prose" if fr is None else "code-lines" if result.lines else "code"
     return PruneResult(
-        text=output,
+        text=result.text,
         original_tokens=n,
-        kept_tokens=achieved,
+        kept_tokens=result.tokens,
         requested_rate=options.rate if options.rate is not None else (goal / n if n else None),
-        achieved_rate=achieved / n if n else 1.0,
+        achieved_rate=result.tokens / n if n else 1.0,
         method=options.method,
         mode=mode,
-        kept_spans=kept,
-        removed_spans=removed,
-        parses=valid,
+        kept_spans=result.kept_spans,
+        removed_spans=result.removed_spans,
+        parses=result.parses,
         language=fr.language if fr is not None else None,
         verbatim_tail=len(text) - fr.cut if fr is not None else 0,
+    )
+
+
+def _attempts(
+    text: str,
+    offsets: list[tuple[int, int]],
+    score: torch.Tensor | None,
+    fr: Frame | None,
+    goal: int,
+    tokenizer: Any,
+    protect: tuple[str, ...],
+) -> Callable[..., Attempt]:
+    """The pruning of `text` to `goal` tokens, as a function of the spread phase (which only
+    methods spread and search use) and, for code, of character spans already removed (None:
+    none): code through one parse-checking pruner, prose by words."""
+    user_spans = spans_of(text, compile_patterns(protect))
+    protected_spans = spans_of(text, [NUMBERS, NEGATIONS]) + user_spans
+    if fr is not None:
+        pruner = _CodePruner(text, offsets, score, fr, goal, protected_spans, user_spans)
+        return lambda phase, start=None: _prune_code(pruner.rekey(phase), tokenizer, start)
+    protected = mark(offsets, protected_spans + spans_of(text, [PROSE_NAMES, NEWLINES]))
+    return lambda phase, start=None: _prune_prose(
+        text, offsets, score, protected, goal, tokenizer, phase
     )
 
 
@@ -273,28 +299,31 @@ def _prune_prose(
     protected: list[bool],
     goal: int,
     tokenizer: Any,
-) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]], int]:
+    phase: float = 0.0,
+) -> Attempt:
     units = word_units(text, offsets)
     keep_count = goal
     best = None
     for _ in range(4):  # re-tokenised output length drifts from the token count: correct it
-        keep = _select(score, protected, keep_count, units)
+        keep = _select(score, protected, keep_count, units, phase)
         output, kept, removed = _assemble(text, offsets, keep)
         achieved = count_tokens(tokenizer, output)
-        best = (output, kept, removed, achieved)
+        best = Attempt(output, kept, removed, achieved, False, None)
         if abs(achieved - goal) <= max(1, 0.02 * goal):
             break
         keep_count = max(1, keep_count + (goal - achieved))
     return best
 
 
-class CodeResult(NamedTuple):
+class Attempt(NamedTuple):
+    """One pruning of the text: the output, its spans and token count."""
+
     text: str
     kept_spans: list[tuple[int, int]]
     removed_spans: list[tuple[int, int]]
     tokens: int
-    lines: bool  # whole statements went
-    parses: bool  # the head still parses (checked once, on the result)
+    lines: bool  # code: whole statements went
+    parses: bool | None  # code: the head still parses (checked once, on the result); prose None
 
 
 def _mean(values: list[float], first: int, last: int) -> float:
@@ -352,29 +381,22 @@ class _Removed:
 
 
 def _prune_code(
-    text: str,
-    offsets: list[tuple[int, int]],
-    score: torch.Tensor | None,
-    fr: Frame,
-    goal: int,
-    tokenizer: Any,
-    protected_spans: list[tuple[int, int]],
-    user_spans: list[tuple[int, int]],
-) -> CodeResult:
+    pruner: _CodePruner, tokenizer: Any, start: list[tuple[int, int]] | None = None
+) -> Attempt:
     """Remove the least important removable words (comments, string contents, indentation)
     and whole-line statements from the frame's head, each statement removal checked by
     parsing; the unfinished tail stays as it is."""
-    pruner = _CodePruner(text, offsets, score, fr, goal, protected_spans, user_spans)
-    need = len(offsets) - goal
+    text, fr, goal = pruner.text, pruner.fr, pruner.goal
+    need = pruner.n - goal
     best = None
     local = True
     for _ in range(4):  # re-tokenised output length drifts from the estimate: correct it
-        removed, lines = pruner.run(max(0, need), local)
+        removed, lines = pruner.run(max(0, need), local, start)
         head = removed.apply(text, 0, fr.cut)
         valid = fr.valid(head)
         if local and not valid:
             local = False  # a local check let through what the whole does not take: recheck all
-            removed, lines = pruner.run(max(0, need), local)
+            removed, lines = pruner.run(max(0, need), local, start)
             head = removed.apply(text, 0, fr.cut)
             valid = fr.valid(head)
         output = head + text[fr.cut :]
@@ -386,7 +408,7 @@ def _prune_code(
         need += achieved - goal
     achieved, removed, output, lines, valid = best
     kept_spans, removed_spans = _spans(removed, len(text))
-    return CodeResult(output, kept_spans, removed_spans, achieved, lines, valid)
+    return Attempt(output, kept_spans, removed_spans, achieved, lines, valid)
 
 
 def _spans(removed: _Removed, length: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -415,18 +437,27 @@ class _CodePruner:
         user_spans: list[tuple[int, int]],
     ) -> None:
         self.text, self.fr, self.goal, self.n = text, fr, goal, len(offsets)
+        self.offsets = offsets
+        self.token_starts = [start for start, _ in offsets]
         # spread also takes list elements: the finest units that keep the code parsing
         self.units = code_units(text, fr, elements_too=score is None)
         self.checked: dict[str, bool] = {}
         # (mean importance, start token, end token, start char, end char, kind)
         values = [0.0] * self.n if score is None else score.tolist()
         self.candidates = self._candidates(offsets, values, protected_spans, user_spans)
-        if score is None:  # spread: the units in text order take the golden-ratio sequence
+        self.spread = score is None
+        if self.spread:  # the units in text order take the golden-ratio sequence (rekey)
             self.candidates.sort(key=lambda c: (c[3], c[4]))
-            keys = spread_keys(len(self.candidates))
-            self.candidates = [(k, *c[1:]) for k, c in zip(keys, self.candidates, strict=True)]
+        self.in_text_order = list(self.candidates)
+        self.rekey(0.0)
+
+    def rekey(self, phase: float) -> _CodePruner:
+        """Order the candidates for removal (spread: by the sequence started at `phase`)."""
+        if self.spread:
+            keys = spread_keys(len(self.in_text_order), phase)
+            self.candidates = [(k, *c[1:]) for k, c in zip(keys, self.in_text_order, strict=True)]
         self.candidates.sort()
-        self.by_size = sorted(self.candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
+        return self
 
     def _candidates(
         self,
@@ -487,30 +518,59 @@ class _CodePruner:
             return self.parses("".join(around) + body + segment.extra + "".join(after))
         return False
 
-    def run(self, need: int, local: bool) -> tuple[_Removed, bool]:
-        removed = _Removed()
-        gone = [False] * self.n
-        count = 0
-        lines = False
+    def run(
+        self, need: int, local: bool, start: list[tuple[int, int]] | None = None
+    ) -> tuple[_Removed, bool]:
+        """Remove about `need` tokens; `start`: character spans already removed (their tokens
+        count towards `need`), as when method search tops up a mix of patterns."""
+        state = _Removal(self.n)
+        for first, last in start or ():
+            state.removed.add(first, last)
+            k = bisect.bisect_left(self.token_starts, first)
+            while k < self.n and self.offsets[k][1] <= last:
+                if not state.gone[k]:
+                    state.gone[k] = True
+                    state.count += 1
+                k += 1
+        self._take(state, need, self.candidates, local)
+        return state.removed, state.lines
+
+    def _take(
+        self,
+        state: _Removal,
+        need: int,
+        candidates: list[tuple[float, int, int, int, int, int]],
+        local: bool,
+    ) -> None:
+        """Remove candidates (in their order) until `state` has `need` tokens removed."""
         slack = max(2, round(0.02 * self.goal))
+        gone = state.gone
         # the second pass takes what the first left as too big, smallest first: it must
         # overshoot the budget, by as little as it can
-        for final, order in ((False, self.candidates), (True, self.by_size)):
+        by_size = sorted(candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
+        for final, order in ((False, candidates), (True, by_size)):
             for _, first, last, start, end, kind in order:
-                if count >= need:
-                    break
+                if state.count >= need:
+                    return
                 fresh = sum(1 for i in range(first, last) if not gone[i])
                 if not fresh:
                     continue
-                if kind == STATEMENT and not final and count + fresh > need + slack:
+                if kind == STATEMENT and not final and state.count + fresh > need + slack:
                     continue  # too big for what is left to remove: try smaller ones first
-                if kind == STATEMENT and not self.allowed(removed, (start, end), local):
+                if kind == STATEMENT and not self.allowed(state.removed, (start, end), local):
                     continue
-                removed.add(start, end)
+                state.removed.add(start, end)
                 for i in range(first, last):
                     gone[i] = True
-                count += fresh
-                lines |= kind == STATEMENT
-            if count >= need:
-                break
-        return removed, lines
+                state.count += fresh
+                state.lines |= kind == STATEMENT
+
+
+class _Removal:
+    """What a run has removed so far."""
+
+    def __init__(self, n: int) -> None:
+        self.removed = _Removed()
+        self.gone = [False] * n
+        self.count = 0
+        self.lines = False

@@ -100,6 +100,17 @@ def test_code_output_has_no_new_syntax_error(shipped, language, rate, method):
         assert parses(head + found.completion, language)
 
 
+@pytest.mark.parametrize("language", sorted(SAMPLES))
+def test_search_mixes_stay_valid_code(shipped, language):
+    # a mix joins parts of different patterns, each checked only with its own removals
+    text = _cut(SAMPLES[language].read_text(), 0.6)
+    result = prune_text(PruneOptions(text=text, rate=0.33, method="search"), shipped)
+    assert result.language == language and result.parses is True
+    assert abs(result.achieved_rate - 0.33) <= 0.05 * 0.33
+    assert _errors(result.text, language) <= _errors(text, language)
+    assert result.text.endswith(text[len(text) - result.verbatim_tail :])
+
+
 def test_whole_python_file_still_compiles(shipped):
     text = SAMPLES["python"].read_text()
     result = prune_text(PruneOptions(text=text, rate=0.33), shipped)
@@ -235,3 +246,18 @@ def test_spread_removes_list_elements_inside_lines_and_keeps_parsing(shipped):
         # spread takes single elements (with their comma) out of kept lines; hybrid only
         # removes whole statements and words in comments and strings
         assert bool(thinned) == (method == "spread"), (method, thinned[:3])
+
+
+def test_a_statement_with_a_comment_after_it_goes_with_its_comment(shipped):
+    text = "".join(f"CODE_{i} = bytes([{i}])  # option {i} of the protocol\n" for i in range(80))
+    units = code_units(text, frame(text, "python"))
+    assert len(units.statements) == 80  # each line, comment included
+    assert all(text[a:b].endswith("protocol\n") for a, b in units.statements)
+    block = "int a = 1; /* spans\n   lines */\nint b = 2; // ends here\n"
+    owned = {block[a:b] for a, b in code_units(block, frame(block, "c")).statements}
+    assert "int b = 2; // ends here\n" in owned
+    assert not any(line.startswith("int a") for line in owned)  # its comment runs on
+    # numbers are never removed: when only the comment words could go, 0.76 was kept
+    result = prune_text(PruneOptions(text=text, rate=0.2, method="spread"), shipped)
+    assert abs(result.achieved_rate - 0.2) <= 0.05 * 0.2
+    compile(result.text, "pruned.py", "exec")

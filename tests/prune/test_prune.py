@@ -13,8 +13,9 @@ from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.syntax import parses
 from copilot_cli.core.tokens import encode_with_offsets, leading_special_ids
 from copilot_cli.prune import PruneOptions, prune_text
-from copilot_cli.prune.pruner import importance, spread_keys, word_units
+from copilot_cli.prune.pruner import _attempts, _code_frame, importance, spread_keys, word_units
 from copilot_cli.prune.scoring import TokenScores, score_tokens
+from copilot_cli.prune.search import PATTERNS, PROBE_TOKENS, Probe
 
 REPO = Path(__file__).resolve().parents[2]
 PROSE = (REPO / "sample_data" / "repo" / "docs" / "architecture.md").read_text()
@@ -26,7 +27,7 @@ def shipped():
     return load_model(ModelSpec())
 
 
-@pytest.mark.parametrize("method", ["entropy", "attention", "hybrid", "ewma", "spread"])
+@pytest.mark.parametrize("method", ["entropy", "attention", "hybrid", "ewma", "spread", "search"])
 @pytest.mark.parametrize("rate", [0.5, 0.33])
 def test_rate_is_met_within_5_percent(shipped, method, rate):
     result = prune_text(PruneOptions(text=PROSE, rate=rate, method=method), shipped)
@@ -129,6 +130,8 @@ def test_bad_options():
         PruneOptions(method="spread", threshold=0.5)
     with pytest.raises(InputError, match=r"^rate:"):
         PruneOptions(method="spread")
+    with pytest.raises(InputError, match=r"^threshold: method search has no scores"):
+        PruneOptions(method="search", threshold=0.5)
     with pytest.raises(InputError, match=r"\(\[a-"):
         PruneOptions(rate=0.5, protect=("([a-",))
 
@@ -225,3 +228,58 @@ def test_spread_needs_no_model_and_spreads_removal_over_the_text(shipped):
         hybrid = prune_text(PruneOptions(text=text, rate=0.5), shipped)
         first, second = _kept_by_half(shipped.tokenizer, text, hybrid)
         assert second - first > 0.3
+
+
+LONG_CODE = (REPO / "copilot_cli" / "prune" / "pruner.py").read_text()[:3600]
+
+
+def test_probe_measures_what_a_text_moves_and_reuses_shared_prefixes_exactly(shipped):
+    probe = Probe(shipped, LONG_CODE)
+    assert len(probe.continuation) == PROBE_TOKENS
+    assert probe.divergence(LONG_CODE) == pytest.approx(0.0, abs=1e-5)
+    cut = LONG_CODE[:1500] + LONG_CODE[2100:]
+    near = probe.divergence(LONG_CODE[:2800] + LONG_CODE[3000:])
+    reused = probe.divergence(cut)  # shares 1500 characters with the last: those from cache
+    probe.prefix.cache = None
+    assert probe.divergence(cut) == pytest.approx(reused, rel=1e-4, abs=1e-6)
+    assert reused > 0 and near > 0
+    assert probe.divergence(LONG_CODE[-300:]) > max(reused, near)  # losing most moves most
+
+
+def test_search_mixes_spread_patterns_to_move_the_models_predictions_least(shipped):
+    options = PruneOptions(text=LONG_CODE, rate=0.33, method="search")
+    result = prune_text(options, shipped)
+    assert result.parses is True and result.mode == "code-lines"
+    assert abs(result.achieved_rate - 0.33) <= 0.05 * 0.33
+    assert prune_text(options, shipped).text == result.text  # deterministic
+    # the spans say what went: the output is the text without them
+    pieces, previous = [], 0
+    for start, end in result.removed_spans:
+        pieces.append(LONG_CODE[previous:start])
+        previous = end
+    assert "".join(pieces) + LONG_CODE[previous:] == result.text
+    # on its probe, better than every single spread pattern it started from, and not one
+    # of them (a mix of parts)
+    probe = Probe(shipped, LONG_CODE)
+    patterns = _spread_patterns(shipped, LONG_CODE, 0.33)
+    spread = prune_text(PruneOptions(text=LONG_CODE, rate=0.33, method="spread"), shipped)
+    assert patterns[0] == spread.text and len(set(patterns)) == PATTERNS
+    found = probe.divergence(result.text)
+    assert all(found < probe.divergence(text) for text in patterns)
+    assert result.text not in patterns
+
+
+def _spread_patterns(loaded, text, rate):
+    """What spread gives at each phase search starts from."""
+    ids, offsets = encode_with_offsets(loaded.tokenizer, text)
+    goal = max(1, round(rate * len(ids)))
+    attempt = _attempts(text, offsets, None, _code_frame(text, None), goal, loaded.tokenizer, ())
+    return [attempt(k / PATTERNS).text for k in range(PATTERNS)]
+
+
+def test_search_fits_texts_longer_than_the_models_context(tiny_llama_dir):
+    loaded = load_model(ModelSpec(str(tiny_llama_dir)))  # 512 positions
+    assert len(encode_with_offsets(loaded.tokenizer, LONG_CODE)[0]) > 1000  # > 512 - 64
+    result = prune_text(PruneOptions(text=LONG_CODE, rate=0.5, method="search"), loaded)
+    assert result.parses is True
+    assert abs(result.achieved_rate - 0.5) <= 0.05 * 0.5
