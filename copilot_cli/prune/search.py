@@ -25,6 +25,7 @@ import torch
 from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length
 from copilot_cli.core.tokens import count_tokens, leading_special_ids, prompt_ids
 from copilot_cli.prune.code import Frame
+from copilot_cli.prune.pruner import Attempt, _Removed, _spans
 
 PATTERNS = 8  # phases k/8 of the golden-ratio sequence
 SEGMENTS = 8  # parts of the text whose pattern is chosen one by one
@@ -117,11 +118,11 @@ class _Prefix:
 
 def search(
     text: str,
-    attempt: Callable[..., Any],
+    attempt: Callable[..., Attempt],
     loaded: LoadedModel,
     goal: int,
     fr: Frame | None,
-) -> Any:
+) -> Attempt:
     """The best mix of `attempt(phase)` patterns for `text` (see the module docstring);
     `attempt` returns the pruner's Attempt (text, kept/removed spans, tokens, lines, parses),
     and for code `attempt(phase, spans)` tops up removed spans to the goal."""
@@ -163,12 +164,12 @@ class _Mixer:
     def __init__(
         self,
         text: str,
-        patterns: list[Any],
+        patterns: list[Attempt],
         bounds: list[int],
         fr: Frame | None,
         tokenizer: Any,
         goal: int,
-        attempt: Callable[..., Any],
+        attempt: Callable[..., Attempt],
     ) -> None:
         self.text, self.patterns, self.bounds = text, patterns, bounds
         self.fr, self.tokenizer, self.goal, self.attempt = fr, tokenizer, goal, attempt
@@ -180,63 +181,39 @@ class _Mixer:
     def differs(self, choice: list[int], segment: int, k: int) -> bool:
         return self.parts[k][segment] != self.parts[choice[segment]][segment]
 
-    def __call__(self, choice: list[int], k: int) -> Any:
+    def __call__(self, choice: list[int], k: int) -> Attempt | None:
         """The mix `choice` (pattern per part); code over the goal is topped up in the order
         of pattern `k`."""
-        removed = _merge([span for s, j in enumerate(choice) for span in self.parts[j][s]])
-        pieces, previous = [], 0
-        for start, end in removed:
-            pieces.append(self.text[previous:start])
-            previous = end
-        pieces.append(self.text[previous:])
-        output = "".join(pieces)
+        removed = _Removed()
+        for part, j in enumerate(choice):
+            for start, end in self.parts[j][part]:
+                removed.add(start, end)
+        output = removed.apply(self.text, 0, len(self.text))
         tokens = count_tokens(self.tokenizer, output)
-        over = tokens - self.goal > max(2, OVER * self.goal)
-        if over and self.fr is not None:
-            return self._checked(self.attempt(k / PATTERNS, removed))
-        if over or tokens - self.goal < -max(2, UNDER * self.goal):
-            return None
+        if tokens - self.goal > max(2, OVER * self.goal) and self.fr is not None:
+            spans = list(zip(removed.starts, removed.ends, strict=True))
+            return self._fits(self.attempt(k / PATTERNS, spans))
         parses = None
-        if self.fr is not None:
-            tail = len(self.text) - self.fr.cut
-            parses = self.fr.valid(output[: len(output) - tail])
-            if not parses and all(p.parses for p in self.patterns):
-                return None  # a mix must parse when every pattern does
-        kept = _gaps(removed, len(self.text))
+        if self.fr is not None and self._rate_ok(tokens):
+            parses = self.fr.valid(output[: len(output) - (len(self.text) - self.fr.cut)])
+        kept, removed_spans = _spans(removed, len(self.text))
+        # whole statements went in one of the patterns used (perhaps not in the parts taken)
         lines = any(self.patterns[j].lines for j in set(choice))
-        return type(self.patterns[0])(output, kept, removed, tokens, lines, parses)
+        return self._fits(Attempt(output, kept, removed_spans, tokens, lines, parses))
 
-    def _checked(self, topped: Any) -> Any:
-        """A topped-up mix, when it meets the rate and parses as the patterns do."""
-        if not -max(2, UNDER * self.goal) <= topped.tokens - self.goal <= max(2, OVER * self.goal):
+    def _rate_ok(self, tokens: int) -> bool:
+        return -max(2, UNDER * self.goal) <= tokens - self.goal <= max(2, OVER * self.goal)
+
+    def _fits(self, mixed: Attempt) -> Attempt | None:
+        """The mix, when it meets the rate and (code) parses as the patterns do."""
+        if not self._rate_ok(mixed.tokens):
             return None
-        if not topped.parses and all(p.parses for p in self.patterns):
-            return None
-        return topped
+        if self.fr is not None and not mixed.parses and all(p.parses for p in self.patterns):
+            return None  # a mix must parse when every pattern does
+        return mixed
 
 
 def _within(spans: list[tuple[int, int]], lo: int, hi: int) -> tuple[tuple[int, int], ...]:
     """The spans that start in [lo, hi)."""
     starts = [start for start, _ in spans]
     return tuple(spans[bisect.bisect_left(starts, lo) : bisect.bisect_left(starts, hi)])
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _gaps(removed: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
-    kept, previous = [], 0
-    for start, end in removed:
-        if start > previous:
-            kept.append((previous, start))
-        previous = end
-    if previous < length:
-        kept.append((previous, length))
-    return kept
