@@ -178,6 +178,14 @@ def cache_kwargs(model: Any, cache: Any) -> dict[str, Any]:
     return {_CACHE_KWARG[kind]: cache}
 
 
+def truncate(cache: Any, length: int) -> None:
+    """Keep the first `length` positions of every layer of a DynamicCache."""
+    for layer in cache.layers:
+        if getattr(layer, "is_initialized", True) and layer.keys is not None:
+            layer.keys = layer.keys[:, :, :length]
+            layer.values = layer.values[:, :, :length]
+
+
 def quiet_transformers() -> None:
     """transformers prints its own progress bars and advice; our CLI owns stderr."""
     from transformers.utils import logging as hf_logging

@@ -6,15 +6,9 @@ from typing import Any
 
 import torch
 
-from copilot_cli.core.models import cache_kwargs
+from copilot_cli.core.models import cache_kwargs, truncate
 
-
-def truncate(cache: Any, length: int) -> None:
-    """Keep the first `length` positions of every layer of a DynamicCache."""
-    for layer in cache.layers:
-        if getattr(layer, "is_initialized", True) and layer.keys is not None:
-            layer.keys = layer.keys[:, :, :length]
-            layer.values = layer.values[:, :, :length]
+__all__ = ["cache_length", "extend", "truncate"]
 
 
 def cache_length(cache: Any) -> int:

@@ -457,6 +457,8 @@ class _CodePruner:
             keys = spread_keys(len(self.in_text_order), phase)
             self.candidates = [(k, *c[1:]) for k, c in zip(keys, self.in_text_order, strict=True)]
         self.candidates.sort()
+        # the second pass of a run takes what the first left as too big, smallest first
+        self.by_size = sorted(self.candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
         return self
 
     def _candidates(
@@ -468,7 +470,7 @@ class _CodePruner:
     ) -> list[tuple[float, int, int, int, int, int]]:
         inside = contained(offsets, self.units.removable)
         hard = mark(offsets, protected_spans)
-        token_starts = [start for start, _ in offsets]
+        token_starts = self.token_starts
         token_ends = [end for _, end in offsets]
         candidates = []
         for first, last in word_units(self.text, offsets):
@@ -532,23 +534,16 @@ class _CodePruner:
                     state.gone[k] = True
                     state.count += 1
                 k += 1
-        self._take(state, need, self.candidates, local)
+        self._take(state, need, local)
         return state.removed, state.lines
 
-    def _take(
-        self,
-        state: _Removal,
-        need: int,
-        candidates: list[tuple[float, int, int, int, int, int]],
-        local: bool,
-    ) -> None:
-        """Remove candidates (in their order) until `state` has `need` tokens removed."""
+    def _take(self, state: _Removal, need: int, local: bool) -> None:
+        """Remove candidates (in removal order) until `state` has `need` tokens removed."""
         slack = max(2, round(0.02 * self.goal))
         gone = state.gone
         # the second pass takes what the first left as too big, smallest first: it must
         # overshoot the budget, by as little as it can
-        by_size = sorted(candidates, key=lambda c: (c[2] - c[1], c[0], c[1]))
-        for final, order in ((False, candidates), (True, by_size)):
+        for final, order in ((False, self.candidates), (True, self.by_size)):
             for _, first, last, start, end, kind in order:
                 if state.count >= need:
                     return

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length
+from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length, truncate
 from copilot_cli.core.tokens import count_tokens, leading_special_ids, prompt_ids
 from copilot_cli.prune.code import Frame
 from copilot_cli.prune.pruner import Attempt, _Removed, _spans
@@ -100,9 +100,7 @@ class _Prefix:
             limit = min(len(self.ids), len(ids) - keep)
             while shared < limit and self.ids[shared] == ids[shared]:
                 shared += 1
-            for layer in self.cache.layers:
-                layer.keys = layer.keys[:, :, :shared]
-                layer.values = layer.values[:, :, :shared]
+            truncate(self.cache, shared)
         else:
             from transformers import DynamicCache
 
