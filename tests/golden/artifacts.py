@@ -13,6 +13,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def environment() -> dict[str, str]:
+    """What the artifact bytes depend on besides the inputs: the library versions recorded in
+    them, and the CPU kernels the KV values are computed with (AVX512 and AVX2 round
+    differently)."""
+    import tokenizers
+    import torch
+    import transformers
+
+    return {
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "tokenizers": tokenizers.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
 def _hashes(root: Path, prefix: str) -> dict[str, str]:
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     out = {}
