@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli import __version__
-from copilot_cli.chunking.dedup import dedupe, line_hashes, rolling_repeats
+from copilot_cli.chunking.dedup import RepeatedSpan, dedupe, line_hashes, rolling_repeats
 from copilot_cli.chunking.files import FileReport, chunk_file
 from copilot_cli.chunking.format import FORMAT, FORMAT_VERSION, REGISTRY_VERSION, chunks_digest
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
@@ -125,9 +124,7 @@ def _chunk_repository(options: ChunkOptions, tokenizer: Any | None) -> ChunkResu
         run.chunk_pending(walked)
     chunks, modes = run.chunks()
     written, folded, near = dedupe(chunks)
-    repeats = rolling_repeats(
-        {rel: tuple(r["lines"]) for rel, r in run.results.items()}, options.repeat_window
-    )
+    repeats = run.repeats(options.repeat_window)
     with output_lock(options.out, "chunk", folder=False):
         _write(options, tok_fp, written, modes, repeats)
     warnings = []
@@ -263,6 +260,23 @@ class _Run:
                 with contextlib.suppress(OSError):
                     write_bytes(entry, cache_bytes(self.results[rel]))
 
+    def repeats(self, window: int) -> list[RepeatedSpan]:
+        """Line runs repeated across files; the same files (every cache key) read them back
+        from the cache instead of hashing every window of the repository again."""
+        names = "\n".join(f"{rel}\0{self.keys[rel]}" for rel in sorted(self.results))
+        key = hashlib.sha256(f"repeats|{window}|{names}".encode()).hexdigest()
+        entry = self.cache / f"repeats-{key}.json"
+        if self.options.use_cache and entry.is_file():
+            cached = _cache_entry(entry)
+            if cached is not None and isinstance(cached.get("spans"), list):
+                return [RepeatedSpan(span["lines"], span["locations"]) for span in cached["spans"]]
+        spans = rolling_repeats({rel: tuple(r["lines"]) for rel, r in self.results.items()}, window)
+        if self.options.use_cache:
+            body = {"spans": [{"lines": s.lines, "locations": s.locations} for s in spans]}
+            with contextlib.suppress(OSError):
+                write_bytes(entry, cache_bytes(body))
+        return spans
+
     def _chunk_here(self) -> list[dict[str, Any]]:
         jobs = self.options.jobs or os.cpu_count() or 1
         if jobs > 1 and len(self.pending) > 8:
@@ -315,10 +329,6 @@ def _cache_entry(path: Path) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-# records hold no cycles: the encoder need not track them
-_RECORD_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, check_circular=False)
-
-
 def _write(
     options: ChunkOptions,
     tok_fp: str,
@@ -343,15 +353,20 @@ def _write(
         header["repository"] = names[0]
     else:
         header["repositories"] = names
-    encode = _RECORD_ENCODER.encode  # json.dumps(record, sort_keys=True, ensure_ascii=False)
+    import orjson  # compact sorted JSON at C speed: a cached re-run is mostly this write
+
+    option = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
     lines = []
-    for chunk in written:
-        record = {k: v for k, v in chunk.items() if k != "syntax_hash"}
-        record["type"] = "chunk"
-        lines.append((encode(record) + "\n").encode())
+    for chunk in written:  # written as is, without copies: syntax_hash is put back after
+        syntax_hash = chunk.pop("syntax_hash", None)
+        chunk["type"] = "chunk"
+        lines.append(orjson.dumps(chunk, option=option))
+        del chunk["type"]
+        if syntax_hash is not None:
+            chunk["syntax_hash"] = syntax_hash
     header["digest"] = chunks_digest(header, lines)
     with atomic_write(options.out) as handle:
-        handle.write((json.dumps(header, sort_keys=True) + "\n").encode("utf-8"))
+        handle.write(orjson.dumps(header, option=option))
         handle.write(b"".join(lines))
     if options.registry is not None:
         registry = {

@@ -152,7 +152,9 @@ def test_an_edited_cache_entry_is_redone_not_used(tmp_path, tokenizer):
     from copilot_cli.core.fingerprints import cache_dir
 
     first, _, chunks = run(SAMPLE, tmp_path / "a.jsonl", tokenizer, use_cache=True)
-    entries = sorted((cache_dir() / "chunks").glob("*.json"))
+    entries = sorted(
+        p for p in (cache_dir() / "chunks").glob("*.json") if not p.name.startswith("repeats-")
+    )
     assert len(entries) >= first.summary.files
     victim = max(entries, key=lambda p: p.stat().st_size)
     digest, _, body = victim.read_bytes().partition(b"\n")
@@ -161,3 +163,29 @@ def test_an_edited_cache_entry_is_redone_not_used(tmp_path, tokenizer):
     assert second.summary.cache_hits == second.summary.files - 1
     assert again == chunks
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_repeated_spans_are_read_back_only_for_the_same_files(tmp_path, tokenizer):
+    from copilot_cli.core.fingerprints import cache_dir
+
+    shared = "".join(f"limit_{i} = settings.get('limit_{i}', {i})\n" for i in range(12))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("import settings\n" + shared)
+    (repo / "b.py").write_text("import os\n\n" + shared + "print(os.sep)\n")
+
+    def spans(name: str) -> list:
+        registry = tmp_path / f"{name}.registry.json"
+        run(repo, tmp_path / f"{name}.jsonl", tokenizer, use_cache=True, registry=registry)
+        return json.loads(registry.read_text())["repeated_spans"]
+
+    before = set((cache_dir() / "chunks").glob("repeats-*.json"))
+    fresh = spans("first")
+    (entry,) = set((cache_dir() / "chunks").glob("repeats-*.json")) - before
+    assert [s["lines"] for s in fresh] == [12]
+    assert spans("again") == fresh
+    digest, _, body = entry.read_bytes().partition(b"\n")
+    entry.write_bytes(digest + b"\n" + body.replace(b'"lines":12', b'"lines":13'))
+    assert spans("edited-entry") == fresh  # a damaged entry is recomputed, never used
+    (repo / "b.py").write_text("import os\n")
+    assert spans("edited-file") == []
