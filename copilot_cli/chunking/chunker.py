@@ -357,13 +357,9 @@ def _write(
 
     option = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
     lines = []
-    for chunk in written:  # written as is, without copies: syntax_hash is put back after
-        syntax_hash = chunk.pop("syntax_hash", None)
+    for chunk in written:  # this run's own records: marked in place, not copied
         chunk["type"] = "chunk"
         lines.append(orjson.dumps(chunk, option=option))
-        del chunk["type"]
-        if syntax_hash is not None:
-            chunk["syntax_hash"] = syntax_hash
     header["digest"] = chunks_digest(header, lines)
     with atomic_write(options.out) as handle:
         handle.write(orjson.dumps(header, option=option))

@@ -144,11 +144,12 @@ def dedupe(chunks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int, int
             continue
         chunk["locations"] = [location]
         by_sha[chunk["sha256"]] = chunk
-        original = by_syntax.get(chunk["syntax_hash"])
+        syntax = chunk.pop("syntax_hash")  # spent here: written chunks do not carry it
+        original = by_syntax.get(syntax)
         if original is not None:
             chunk["near_duplicate_of"] = original
             near += 1
         else:
-            by_syntax[chunk["syntax_hash"]] = chunk["id"]
+            by_syntax[syntax] = chunk["id"]
         out.append(chunk)
     return out, folded, near
