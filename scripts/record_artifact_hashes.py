@@ -14,13 +14,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.golden.artifacts import build_all, environment  # noqa: E402
+from tests.golden.artifacts import build_all, environment, kv_values  # noqa: E402
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         hashes = build_all(Path(tmp))
+        values = kv_values(Path(tmp) / "kv")
     target = ROOT / "tests" / "golden" / "artifact_hashes.json"
     target.write_text(json.dumps(hashes, indent=2, sort_keys=True) + "\n")
+    (target.parent / "kv_values.json").write_text(
+        json.dumps(values, indent=1, sort_keys=True) + "\n"
+    )
     (target.parent / "artifact_environment.json").write_text(
         json.dumps(environment(), indent=2, sort_keys=True) + "\n"
     )

@@ -29,6 +29,39 @@ def environment() -> dict[str, str]:
     }
 
 
+PROJECTIONS = 8  # fixed random +-1 directions each KV tensor is summed along
+
+
+def kv_values(kv: Path) -> dict[str, dict]:
+    """Per KV segment of the folder `kv`: its metadata but the digest of its bytes, and per
+    tensor its shape and PROJECTIONS fixed random projections of its values. On a CPU whose
+    float kernels differ from the recorded one (the values move by ~1e-6) the segments are
+    compared by these, within float noise, instead of byte for byte."""
+    import torch
+    from safetensors import safe_open
+
+    out: dict[str, dict] = {}
+    for path in sorted((kv / "segments").glob("*.safetensors")):
+        with safe_open(path, "pt") as handle:
+            metadata = {k: v for k, v in (handle.metadata() or {}).items() if k != "digest"}
+            tensors = {}
+            for name in sorted(handle.keys()):
+                values = handle.get_tensor(name).double().flatten()
+                signs = torch.randint(
+                    0,
+                    2,
+                    (PROJECTIONS, values.numel()),
+                    generator=torch.Generator().manual_seed(0),
+                    dtype=torch.float64,
+                )
+                tensors[name] = {
+                    "shape": list(handle.get_slice(name).get_shape()),
+                    "projections": ((signs * 2 - 1) @ values).tolist(),
+                }
+        out[f"kv/segments/{path.name}"] = {"metadata": metadata, "tensors": tensors}
+    return out
+
+
 def _hashes(root: Path, prefix: str) -> dict[str, str]:
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     out = {}
