@@ -46,7 +46,8 @@ def kv_values(kv: Path) -> dict[str, dict]:
             metadata = {k: v for k, v in (handle.metadata() or {}).items() if k != "digest"}
             tensors = {}
             for name in sorted(handle.keys()):
-                values = handle.get_tensor(name).double().flatten()
+                tensor = handle.get_tensor(name)
+                values = tensor.double().flatten()
                 signs = torch.randint(
                     0,
                     2,
@@ -55,7 +56,7 @@ def kv_values(kv: Path) -> dict[str, dict]:
                     dtype=torch.float64,
                 )
                 tensors[name] = {
-                    "shape": list(handle.get_slice(name).get_shape()),
+                    "shape": list(tensor.shape),
                     "projections": ((signs * 2 - 1) @ values).tolist(),
                 }
         out[f"kv/segments/{path.name}"] = {"metadata": metadata, "tensors": tensors}
