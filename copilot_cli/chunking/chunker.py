@@ -11,6 +11,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+# compact JSON at C speed: cache entries are read back, and the chunks file written, on every
+# run (a cached re-run is mostly these)
+import orjson
+
 from copilot_cli import __version__
 from copilot_cli.chunking.dedup import RepeatedSpan, dedupe, line_hashes, rolling_repeats
 from copilot_cli.chunking.files import FileReport, chunk_file
@@ -226,13 +230,11 @@ class _Run:
                 continue
             self.sizes[rel] = len(data)
             self.keys[rel] = _cache_key(data, rel, self.options_key)
-            cached = self.cache / f"{self.keys[rel]}.json"
-            if self.options.use_cache and cached.is_file():
-                entry = _cache_entry(cached)
-                if entry is not None:  # a damaged or edited entry is redone, never used
-                    self.results[rel] = entry
-                    self.cache_hits += 1
-                    continue
+            entry = self._cached(f"{self.keys[rel]}.json")
+            if entry is not None:
+                self.results[rel] = entry
+                self.cache_hits += 1
+                continue
             self.pending.append((str(real), rel, self.options.max_tokens))
 
     def chunk_pending(self, walked: Any) -> None:
@@ -260,16 +262,23 @@ class _Run:
                 with contextlib.suppress(OSError):
                     write_bytes(entry, cache_bytes(self.results[rel]))
 
+    def _cached(self, name: str) -> dict[str, Any] | None:
+        """The cache entry `name`, when caching is on and the entry is there and intact (a
+        damaged or edited entry is redone, never used)."""
+        entry = self.cache / name
+        if not self.options.use_cache or not entry.is_file():
+            return None
+        return _cache_entry(entry)
+
     def repeats(self, window: int) -> list[RepeatedSpan]:
         """Line runs repeated across files; the same files (every cache key) read them back
         from the cache instead of hashing every window of the repository again."""
         names = "\n".join(f"{rel}\0{self.keys[rel]}" for rel in sorted(self.results))
         key = hashlib.sha256(f"repeats|{window}|{names}".encode()).hexdigest()
         entry = self.cache / f"repeats-{key}.json"
-        if self.options.use_cache and entry.is_file():
-            cached = _cache_entry(entry)
-            if cached is not None and isinstance(cached.get("spans"), list):
-                return [RepeatedSpan(span["lines"], span["locations"]) for span in cached["spans"]]
+        cached = self._cached(entry.name)
+        if cached is not None and isinstance(cached.get("spans"), list):
+            return [RepeatedSpan(span["lines"], span["locations"]) for span in cached["spans"]]
         spans = rolling_repeats({rel: tuple(r["lines"]) for rel, r in self.results.items()}, window)
         if self.options.use_cache:
             body = {"spans": [{"lines": s.lines, "locations": s.locations} for s in spans]}
@@ -305,8 +314,6 @@ class _Run:
 def cache_bytes(result: dict[str, Any]) -> bytes:
     """A cache entry: a line with the sha256 of the body, then the result as compact JSON
     (sealed without re-serializing: checking an entry is one hash and one parse)."""
-    import orjson  # compact JSON at C speed: entries are read back on every re-run
-
     body = orjson.dumps(result)
     return hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
@@ -320,8 +327,6 @@ def _cache_entry(path: Path) -> dict[str, Any] | None:
     digest, _, body = data.partition(b"\n")
     if hashlib.sha256(body).hexdigest().encode() != digest:
         return None
-    import orjson
-
     try:
         entry = orjson.loads(body)
     except (orjson.JSONDecodeError, RecursionError):
@@ -353,8 +358,6 @@ def _write(
         header["repository"] = names[0]
     else:
         header["repositories"] = names
-    import orjson  # compact sorted JSON at C speed: a cached re-run is mostly this write
-
     option = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
     lines = []
     for chunk in written:  # this run's own records: marked in place, not copied
