@@ -129,7 +129,7 @@ def test_a_swap_killed_halfway_is_undone_by_the_next_run(tmp_path):
     os.replace(target, tmp_path / ".q.previous")  # killed between the two renames
     dead = _dead_pid()
     (tmp_path / f".q.staging-{dead}").mkdir()  # and a staging folder of a killed run
-    with replaced_folder(target, ("a",)) as new:
+    with replaced_folder(target, fmt="copilot-opt.test") as new:
         assert (target / "a").read_text() == "old"  # the previous folder is back first
         (new / "a").write_text("new")
     assert (target / "a").read_text() == "new" and _leftovers(tmp_path) == []

@@ -18,7 +18,13 @@ import orjson
 from copilot_cli import __version__
 from copilot_cli.chunking.dedup import RepeatedSpan, dedupe, line_hashes, rolling_repeats
 from copilot_cli.chunking.files import FileReport, chunk_file
-from copilot_cli.chunking.format import FORMAT, FORMAT_VERSION, REGISTRY_VERSION, chunks_digest
+from copilot_cli.chunking.format import (
+    FORMAT,
+    FORMAT_VERSION,
+    REGISTRY_FORMAT,
+    REGISTRY_VERSION,
+    chunks_digest,
+)
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
@@ -35,6 +41,7 @@ from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
 from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import context_length, default_model, load_tokenizer
 from copilot_cli.core.options import OptionError
+from copilot_cli.core.outputs import claim_file
 
 CHUNKER_VERSION = "5"  # bump when chunk boundaries change, to invalidate caches
 
@@ -106,6 +113,8 @@ def chunk_repository(options: ChunkOptions, tokenizer: Any | None = None) -> Chu
 
 def _chunk_repository(options: ChunkOptions, tokenizer: Any | None) -> ChunkResult:
     started = time.perf_counter()
+    claim_file(options.out, "out", fmt=FORMAT, label="chunks file")
+    claim_file(options.registry, "registry", fmt=REGISTRY_FORMAT, label="chunk registry")
     if tokenizer is None:
         with progress.progress("loading tokenizer"):
             tokenizer = load_tokenizer(
@@ -369,7 +378,7 @@ def _write(
         handle.write(b"".join(lines))
     if options.registry is not None:
         registry = {
-            "format": "copilot-opt.chunk-registry",
+            "format": REGISTRY_FORMAT,
             "format_version": REGISTRY_VERSION,
             "tokenizer_fingerprint": tok_fp,
             "fingerprint_scheme": FINGERPRINT_SCHEME,

@@ -10,6 +10,7 @@ from typing import Any
 
 from copilot_cli.core.cluster import check_target
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
+from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import REPO_ROOT
 
 MAX_TOKENS = 1 << 20  # and never more than the model's context (checked at run time)
@@ -81,11 +82,13 @@ class ChunkOptions:
             require_count(self.jobs, "jobs", low=1, high=max_jobs())
         require_count(self.size_limit, "size_limit", low=1)
         require_count(self.repeat_window, "repeat_window", low=1, high=10_000)
-        require(not self.out.is_dir(), "out", f"{self.out} is a folder; give a file path")
-        if self.registry is not None:
-            require(
-                not self.registry.is_dir(), "registry", f"{self.registry} is a folder; give a file"
-            )
+        check_output_shape(self.out, "out", folder=False)
+        check_output_shape(self.registry, "registry", folder=False)
+        require(
+            self.registry is None or self.registry.resolve() != self.out.resolve(),
+            "registry",
+            f"{self.registry} is also the chunks file (--out): give another path",
+        )
 
 
 @dataclass(frozen=True)

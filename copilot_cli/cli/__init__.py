@@ -19,6 +19,7 @@ from copilot_cli.cli.regress import regress_command
 from copilot_cli.cli.render import render_command
 from copilot_cli.cli.serve import serve_command
 from copilot_cli.cli.templates import compile_templates_command
+from copilot_cli.cli.usage import OneLineErrors
 from copilot_cli.cli.warm import warm_plan_command
 from copilot_cli.core import progress
 
@@ -27,6 +28,7 @@ app = typer.Typer(
     help="Prepare prompts, KV caches, embeddings and repository context for a self-hosted "
     "code assistant, offline, and prove in CI that nothing that matters changed.",
     no_args_is_help=True,
+    cls=OneLineErrors,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, note, option, print_json
-from copilot_cli.cli.outputs import check_output_file
 from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 
 
@@ -47,9 +46,11 @@ def prune_command(
     """Compress a prompt or context file, keeping protected spans and code validity."""
     from copilot_cli.core.artifacts import write_bytes
     from copilot_cli.core.inputs import read_text
+    from copilot_cli.core.outputs import claim_file, remember_written
     from copilot_cli.prune import PruneOptions, language_for_path, prune_text
 
-    check_output_file(out, "out")
+    inputs = () if input_path == "-" else (Path(input_path),)
+    claim_file(out, "out", label="pruned text", inputs=inputs)
     options = PruneOptions(
         text=read_text(input_path, "input"),
         rate=rate,
@@ -63,6 +64,7 @@ def prune_command(
     result = prune_text(options)
     if out is not None:
         write_bytes(out, result.text.encode("utf-8"))
+        remember_written(out)
     if result.requested_rate and result.achieved_rate > result.requested_rate * 1.05:
         note(
             f"note: kept {result.achieved_rate:.1%} of the tokens, not {result.requested_rate:.1%}:"

@@ -18,7 +18,8 @@ from copilot_cli.cli.params import (
 )
 
 # flags whose value is the option of the same name (the rest are mapped below)
-SAME_NAMED = ("prompts", "gen_tokens", "max_tokens", "baseline", "save_baseline", "baseline_topk")
+SAME_NAMED = ("prompts", "gen_tokens", "max_tokens", "baseline", "save_baseline")
+SAME_NAMED += ("baseline_topk", "baseline_check")
 THRESHOLDS = ("max_mean_kl", "min_same_top1", "max_prompt_kl")
 
 
@@ -35,6 +36,13 @@ def regress_command(
     baseline: path_option("--baseline", "Reuse stored log-probs.") = None,
     baseline_topk: Annotated[
         int | None, option("--baseline-topk", help="Store top-k log-probs (0 = full vocab).")
+    ] = None,
+    baseline_check: Annotated[
+        int | None,
+        option(
+            "--baseline-check",
+            help="Cases recomputed to check a reused baseline (default 2; 0 = off).",
+        ),
     ] = None,
     max_mean_kl: Annotated[float | None, option("--max-mean-kl", help="Default 1e-3.")] = None,
     min_same_top1: Annotated[float | None, option("--min-same-top1", help="Default 0.99.")] = None,

@@ -13,13 +13,13 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 
-from copilot_cli.core.errors import ArtifactError, InputError
+from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.safetensors_io import write_safetensors
 
 _CHUNK = 1 << 20
@@ -89,36 +89,20 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-def check_replaceable(target: Path, owned: Iterable[str]) -> None:
-    """Refuse to replace a folder that holds files the artifact does not own (or a file)."""
-    if target.exists() and not target.is_dir():
-        raise InputError("is a file; give a folder", where=str(target))
-    if target.is_dir():
-        owned = set(owned)
-        foreign = sorted(
-            p.name for p in target.iterdir() if p.name not in owned and not p.name.startswith(".")
-        )
-        if foreign:
-            raise InputError(
-                f"holds files this command did not write ({', '.join(foreign[:3])}"
-                f"{', ...' if len(foreign) > 3 else ''}): give a new or empty folder",
-                where=str(target),
-            )
-
-
 @contextlib.contextmanager
-def replaced_folder(target: Path, owned: Iterable[str]) -> Iterator[Path]:
+def replaced_folder(target: Path, *, fmt: str) -> Iterator[Path]:
     """Build a multi-file artifact in a staging folder, then swap it in as one unit.
 
-    Yields the staging folder. On success the previous folder is moved aside, the new one
-    renamed in, the previous one removed; on failure the staging folder is removed and
-    `target` is as it was. A kill between the two renames leaves the previous folder under
-    `.NAME.previous`, which the next run puts back before anything else. A folder holding
-    anything but the artifact's own files (`owned`; dot files aside) is refused: replacing it
-    would delete what the user keeps there.
+    Yields the staging folder (already marked as copilot-opt's artifact `fmt`). On success the
+    previous folder is moved aside, the new one renamed in, the previous one removed; on
+    failure the staging folder is removed and `target` is as it was. A kill between the two
+    renames leaves the previous folder under `.NAME.previous`, which the next run puts back
+    before anything else. The caller has claimed `target` first (`outputs.claim_folder` with
+    `owned`): a folder holding anything the artifact does not own is never replaced.
     """
+    from copilot_cli.core.outputs import mark
+
     target = Path(os.path.abspath(target))
-    check_replaceable(target, owned)
     parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
     previous = parent / f".{target.name}.previous"
@@ -132,6 +116,7 @@ def replaced_folder(target: Path, owned: Iterable[str]) -> Iterator[Path]:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
+        mark(staging, fmt)
         yield staging
         if target.exists():
             shutil.rmtree(previous, ignore_errors=True)
@@ -303,6 +288,10 @@ def read_json_artifact(path: Path, *, fmt: str, version: int, what: str) -> dict
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ArtifactError(f"{path.name} is not valid JSON ({exc})", where=str(path)) from exc
+    except RecursionError:
+        raise ArtifactError(
+            f"{path.name} is nested too deeply to be ours", where=str(path)
+        ) from None
     if not isinstance(data, dict):
         raise ArtifactError(f"{path.name} is not a JSON object", where=str(path))
     check_header(data, where=str(path), fmt=fmt, version=version)

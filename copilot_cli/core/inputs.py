@@ -21,6 +21,10 @@ def read_bytes(source: str | Path, what: str = "file") -> tuple[bytes, str]:
     path = Path(source)
     if path.is_dir():
         raise InputError(f"is a folder, expected a {what}", where=name)
+    if path.exists() and not path.is_file():  # a FIFO would block, a device never end
+        raise InputError(
+            f"is not a regular file (a pipe, device or socket), expected a {what}", where=name
+        )
     try:
         return path.read_bytes(), name
     except FileNotFoundError:

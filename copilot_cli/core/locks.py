@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from copilot_cli.core.errors import CopilotError
-
-LOCK_NAME = ".copilot-opt.lock"
+from copilot_cli.core.outputs import LOCK as LOCK_NAME
 
 
 class OutputLocked(CopilotError):

@@ -24,6 +24,7 @@ from copilot_cli.core.errors import ArtifactError, CheckFailed, FingerprintMisma
 from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import LoadedModel, load_model
 from copilot_cli.core.options import OptionError
+from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.core.tokens import prompt_ids
 from copilot_cli.kv.format import (
     FORMAT_VERSION,
@@ -293,6 +294,7 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
     """
     if options.bundle is None and not options.texts:
         raise OptionError("bundle", "give a prompt bundle or at least one text file")
+    claim_kv_folder(options.out)
     if loaded is None:
         with progress.progress("loading model"):
             loaded = load_model(options.model_spec())
@@ -307,6 +309,11 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
         with progress.progress("verifying"):
             result.verify = verify_prefixes(loaded, options.out)
     return result
+
+
+def claim_kv_folder(out: Path) -> None:
+    """Refuse an output folder that is not new, empty or a KV folder (nothing is touched)."""
+    claim_folder(out, "out", fmt=INDEX_FORMAT, manifest=INDEX, label="KV folder")
 
 
 def prefill_sources(
@@ -332,7 +339,9 @@ def prefill_sources(
     writer = _SegmentWriter(loaded, options, dtype)
     full_ids = {id(s): [t for c in s.chain() for t in c.token_ids] for s in tree.segments()}
     by_name = {s.name: s for s in sources}
+    claim_kv_folder(options.out)
     with output_lock(options.out, "prefill-kv"), torch.no_grad():
+        mark(options.out, INDEX_FORMAT)
         writer.run(tree, full_ids)
         prefixes = _index_entries(tree, token_ids, by_name, writer, options, loaded)
         _write_index(options, loaded, dtype, geometry, prefixes, writer.files)

@@ -9,6 +9,7 @@ from typing import Literal
 from copilot_cli.core.cluster import check_target
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
+from copilot_cli.core.outputs import check_output_shape
 
 MAX_BLOCK_SIZE = 1 << 16  # and never more than the model's context (checked at run time)
 
@@ -51,9 +52,7 @@ class PrefillOptions:
         )
         require_count(self.block_size, "block_size", low=1, high=MAX_BLOCK_SIZE)
         require_count(self.chunk_size, "chunk_size", low=1, high=MAX_BLOCK_SIZE)
-        require(
-            not (self.out.exists() and not self.out.is_dir()), "out", f"{self.out} is not a folder"
-        )
+        check_output_shape(self.out, "out", folder=True)
         if self.bundle is not None:
             require(self.bundle.is_dir(), "bundle", f"{self.bundle} is not a bundle folder")
         for path in self.texts:

@@ -10,8 +10,11 @@ from typing import Any
 
 from copilot_cli.core.errors import CheckFailed
 from copilot_cli.core.options import coerce_paths, require
+from copilot_cli.core.outputs import check_output_shape, claim_folder, mark
 from copilot_cli.pipeline.config import load_build_config
 from copilot_cli.pipeline.lock import build_lock
+from copilot_cli.pipeline.manifest import FORMAT as MANIFEST_FORMAT
+from copilot_cli.pipeline.manifest import NAME as MANIFEST_NAME
 from copilot_cli.pipeline.manifest import Manifest, digest, tree_hashes
 from copilot_cli.pipeline.steps import Context, Step, StepOutcome, make_steps
 
@@ -28,9 +31,7 @@ class BuildOptions:
     def __post_init__(self) -> None:
         coerce_paths(self)
         require(self.config.is_file(), "config", f"{self.config} does not exist")
-        require(
-            not (self.out.exists() and not self.out.is_dir()), "out", f"{self.out} is not a folder"
-        )
+        check_output_shape(self.out, "out", folder=True)
 
 
 @dataclass
@@ -115,7 +116,9 @@ def run_build(options: BuildOptions) -> BuildResult:
     steps = make_steps(config)
     if options.dry_run:
         return _plan(options, steps, ctx)
+    claim_folder(options.out, "out", fmt=MANIFEST_FORMAT, manifest=MANIFEST_NAME, label="build")
     with build_lock(options.out):
+        mark(options.out, MANIFEST_FORMAT)
         manifest = Manifest(options.out)
         manifest.data["config"] = str(options.config.resolve())
         manifest.data["verdict"] = None  # until the gate judges what this build leaves

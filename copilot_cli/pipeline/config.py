@@ -158,10 +158,46 @@ def _resolved(base: Path, value: str, key: str, *, folder: bool) -> Path:
     return path
 
 
+def _model_name(value: str | None, base: Path) -> str | None:
+    """A local model path resolved against the config's folder; a path that does not exist is
+    refused here (naming the key), a hub id (`org/name`) is left to the loader."""
+    if value is None:
+        return None
+    local = (base / Path(value).expanduser()).resolve()
+    if local.exists():
+        return str(local)
+    looks_like_path = (
+        value.startswith((".", "/", "~")) or value.count("/") != 1 or value.endswith(".gguf")
+    )
+    if looks_like_path:
+        raise OptionError("model", f"{local} does not exist")
+    return value
+
+
+def _repositories(raw: dict[str, Any], base: Path) -> tuple[Path, ...]:
+    """The repositories, each an existing folder, none twice, no two with one name (their
+    chunks files, chunks/NAME.jsonl, would overwrite each other)."""
+    if not raw["repositories"] and _enabled(raw, "chunk"):
+        raise OptionError("repositories", "is empty: give a repository or set chunk.enabled false")
+    repositories = tuple(
+        _resolved(base, repo, f"repositories[{i}]", folder=True)
+        for i, repo in enumerate(raw["repositories"])
+    )
+    for i, repo in enumerate(repositories):
+        for j in range(i):
+            if repositories[j] == repo:
+                raise OptionError(f"repositories[{i}]", f"{repo} is also repositories[{j}]")
+            if repositories[j].name == repo.name:
+                raise OptionError(
+                    f"repositories[{i}]",
+                    f"{repo} has the name of repositories[{j}] ({repositories[j]}): both "
+                    f"would write chunks/{repo.name}.jsonl",
+                )
+    return repositories
+
+
 def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfig:
-    model_name = raw["model"]
-    if model_name is not None and (base / model_name).exists():
-        model_name = str((base / model_name).resolve())
+    model_name = _model_name(raw["model"], base)
     dtype = raw["prefill_kv"].get("dtype", "float32")
     model = ModelSpec(
         model_name or "", device=raw["device"], dtype="auto" if dtype == "float32" else dtype
@@ -170,10 +206,7 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
     ray = raw["executor"].get("ray")
     if ray is not None and check_target(ray) is not None:
         raise OptionError("executor.ray", str(check_target(ray)))
-    repositories = tuple(
-        _resolved(base, repo, f"repositories[{i}]", folder=True)
-        for i, repo in enumerate(raw["repositories"])
-    )
+    repositories = _repositories(raw, base)
     compile_options = from_mapping(
         CompileOptions,
         raw["compile_templates"],

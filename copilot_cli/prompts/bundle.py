@@ -47,6 +47,7 @@ from copilot_cli.prompts.sandbox import (
     bounded_render,
     make_environment,
 )
+from copilot_cli.prompts.schema import fast_validator, first_schema_error, json_path, make_validator
 
 FORMAT = "copilot-opt.prompt-bundle"
 FORMAT_VERSION = 2
@@ -117,59 +118,6 @@ class _SourceLoader(jinja2.BaseLoader):
         if globals is None:
             globals = environment.make_globals(None)
         return environment.template_class.from_code(environment, code, globals, lambda: True)
-
-
-def json_path(error: jsonschema.ValidationError) -> str:
-    """`$.a[2].b` for a validation error's location."""
-    text = "$"
-    for part in error.absolute_path:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return text
-
-
-def make_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-
-def with_defaults(schema: dict[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """`inputs` plus the schema's top-level `default` values for properties not given."""
-    values = dict(inputs)
-    for key, spec in (schema.get("properties") or {}).items():
-        if key not in values and isinstance(spec, dict) and "default" in spec:
-            values[key] = spec["default"]
-    return values
-
-
-def fast_validator(schema: dict[str, Any]) -> Any:
-    """A compiled accept-check (fastjsonschema generates Python code for the schema).
-
-    Used as the fast path; on rejection `jsonschema` produces the error with its JSON path.
-    Schemas fastjsonschema cannot compile fall back to jsonschema alone. (fastjsonschema
-    escapes every schema string it puts into the code it generates, so a schema edited into a
-    bundle changes what is accepted, never what runs.)
-    """
-    import fastjsonschema
-
-    try:
-        check = fastjsonschema.compile(schema, use_default=False)
-    except Exception:  # unsupported keyword or draft: the slow path still validates
-        validator = make_validator(schema)
-        return lambda inputs: validator.is_valid(dict(inputs))
-
-    def accepts(inputs: Mapping[str, Any]) -> bool:
-        try:
-            check(inputs if isinstance(inputs, dict) else dict(inputs))
-        except fastjsonschema.JsonSchemaException:
-            return False
-        return True
-
-    return accepts
-
-
-def first_schema_error(validator: Any, inputs: Any) -> jsonschema.ValidationError | None:
-    errors = list(validator.iter_errors(inputs))
-    return jsonschema.exceptions.best_match(errors) if errors else None
 
 
 def error_location(
@@ -323,7 +271,7 @@ def _limits(manifest: dict[str, Any]) -> RenderLimits:
             max_loop_iterations=min(stored["max_loop_iterations"], HARD_LIMITS.max_loop_iterations),
             max_seconds=min(stored["max_seconds"], HARD_LIMITS.max_seconds),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, InputError) as exc:
         raise ArtifactError(f"limits in {MANIFEST} are malformed ({exc})") from exc
 
 

@@ -23,6 +23,7 @@ from copilot_cli.core.artifacts import (
 )
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.prompts.analysis import input_variables, static_prefix, template_closure
 from copilot_cli.prompts.boundary import stable_prefix
 from copilot_cli.prompts.bundle import (
@@ -34,15 +35,12 @@ from copilot_cli.prompts.bundle import (
     TemplateRuntime,
     compiled_code,
     error_location,
-    first_schema_error,
-    json_path,
-    make_validator,
-    with_defaults,
 )
 from copilot_cli.prompts.chat import chat_environment, prefix_through_chat, split_messages
 from copilot_cli.prompts.errors import TemplateError
 from copilot_cli.prompts.options import CompileOptions
 from copilot_cli.prompts.sandbox import ENV_OPTIONS, make_environment
+from copilot_cli.prompts.schema import first_schema_error, json_path, make_validator, with_defaults
 from copilot_cli.prompts.source import (
     PARTS_DIR,
     TemplateSource,
@@ -400,6 +398,7 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
             its samples fails to validate or render (with file:line where known).
         InputError: the folder is missing or holds no template.
     """
+    claim_folder(options.out, "out", fmt=FORMAT, manifest=MANIFEST, label="prompt bundle")
     if tokenizer is None and options.use_tokenizer:
         from copilot_cli.core.models import default_model, load_tokenizer
 
@@ -488,6 +487,7 @@ def _write_bundle(out: Path, text_by_unit: dict[str, str], manifest: dict[str, A
     replaced: this version never reads code from a bundle.
     """
     written = []
+    mark(out, FORMAT)
     sources_dir = out / SOURCES_DIR
     wanted = set()
     for text in text_by_unit.values():

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
+from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import REPO_ROOT
 from copilot_cli.prompts.sandbox import RenderLimits
 
@@ -39,9 +40,7 @@ class CompileOptions:
         coerce_paths(self)
         require(self.src.exists(), "src", f"template folder {self.src} does not exist")
         require(self.src.is_dir(), "src", f"expected a template folder, {self.src} is a file")
-        require(
-            not (self.out.exists() and not self.out.is_dir()), "out", f"{self.out} is not a folder"
-        )
+        check_output_shape(self.out, "out", folder=True)
         require_count(self.min_prefix_tokens, "min_prefix_tokens", high=1 << 20)
 
 

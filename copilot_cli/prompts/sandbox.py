@@ -36,6 +36,8 @@ from jinja2.compiler import CodeGenerator, optimizeconst
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from copilot_cli.core.options import require_count, require_number
+
 ENV_OPTIONS: dict[str, Any] = {
     "trim_blocks": True,
     "lstrip_blocks": True,
@@ -77,10 +79,8 @@ class RenderLimits:
 
     def __post_init__(self) -> None:
         for name in ("max_output_chars", "max_loop_iterations"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer")
-        if not 0 < self.max_seconds < float("inf"):
-            raise ValueError("max_seconds must be a positive finite number")
+            require_count(getattr(self, name), name, low=1)
+        require_number(self.max_seconds, "max_seconds", low=0.0, low_open=True)
 
 
 class _Budget:

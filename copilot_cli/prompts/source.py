@@ -32,7 +32,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from copilot_cli.core.errors import InputError
 from copilot_cli.prompts.errors import TemplateError
+from copilot_cli.prompts.schema import SchemaRefused, check_schema
 
 FRONT_MATTER_KEYS = {"name", "description", "version", "inputs", "samples", "format"}
 REQUIRED_KEYS = ("name", "description", "version", "inputs")
@@ -57,6 +59,8 @@ class TemplateSource:
 
 
 def read_text(path: Path, rel: str) -> str:
+    if path.exists() and not path.is_file():  # a FIFO would block, a device never end
+        raise TemplateError("not a regular file (a pipe, device or socket)", file=rel)
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -123,11 +127,15 @@ def parse_template_file(path: Path, rel: str) -> TemplateSource:
     _check_field_types(meta, rel)
     try:
         jsonschema.validators.validator_for(meta["inputs"]).check_schema(meta["inputs"])
+        check_schema(meta["inputs"])
     except jsonschema.SchemaError as exc:
         path_text = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         raise TemplateError(
             f"'inputs' is not a valid JSON Schema at {path_text}: {exc.message}", file=rel
         ) from exc
+    except (SchemaRefused, InputError) as exc:
+        message = exc.message if isinstance(exc, InputError) else str(exc)
+        raise TemplateError(f"'inputs': {message}", file=rel) from None
     return TemplateSource(
         name=meta["name"].strip(),
         rel_path=rel,

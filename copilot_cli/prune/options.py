@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import OptionError, require, require_count, require_number, setting
+from copilot_cli.core.regexes import bounded
 from copilot_cli.core.syntax import EXTENSIONS, GRAMMARS, PROSE
 
 METHODS = ("entropy", "attention", "hybrid", "ewma", "spread", "search")
@@ -82,11 +83,9 @@ class PruneOptions:
         require_count(self.overlap, "overlap", high=self.window - 1)
         for pattern in self.protect:
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise OptionError(
-                    "protect", f"regex {pattern!r} does not compile ({exc})"
-                ) from None
+                bounded(pattern, "protect")
+            except InputError as exc:
+                raise OptionError("protect", exc.message) from None
 
 
 def language_for_path(path: str | Path) -> str | None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
+from copilot_cli.core.errors import InputError
 from copilot_cli.core.options import OptionError
+from copilot_cli.core.regexes import bounded
 
 NUMBERS = re.compile(r"(?<![\w.])[-+]?(?:0[xob][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:e[-+]?\d+)?)")
 NEGATIONS = re.compile(
@@ -22,17 +24,19 @@ PROSE_NAMES = re.compile(
 )
 
 
-def compile_patterns(patterns: tuple[str, ...]) -> list[re.Pattern]:
-    compiled = []
+def user_spans(text: str, patterns: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Spans of the user's `--protect` patterns, each run with bounded work (core.regexes)."""
+    spans = []
     for pattern in patterns:
         try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise OptionError("protect", f"regex {pattern!r} does not compile ({exc})") from exc
-    return compiled
+            spans += [s for s in bounded(pattern, "protect").spans(text) if s[1] > s[0]]
+        except InputError as exc:  # does not compile, or ran past its deadline
+            raise OptionError("protect", exc.message) from None
+    return spans
 
 
 def spans_of(text: str, patterns: list[re.Pattern]) -> list[tuple[int, int]]:
+    """Spans of our own patterns (written to run in linear time)."""
     return [m.span() for p in patterns for m in p.finditer(text) if m.end() > m.start()]
 
 

@@ -46,10 +46,10 @@ from copilot_cli.prune.protect import (
     NEWLINES,
     NUMBERS,
     PROSE_NAMES,
-    compile_patterns,
     contained,
     mark,
     spans_of,
+    user_spans,
 )
 from copilot_cli.prune.scoring import TokenScores, score_tokens
 
@@ -254,10 +254,10 @@ def _attempts(
     """The pruning of `text` to `goal` tokens, as a function of the spread phase (which only
     methods spread and search use) and, for code, of character spans already removed (None:
     none): code through one parse-checking pruner, prose by words."""
-    user_spans = spans_of(text, compile_patterns(protect))
-    protected_spans = spans_of(text, [NUMBERS, NEGATIONS]) + user_spans
+    kept_by_user = user_spans(text, protect)
+    protected_spans = spans_of(text, [NUMBERS, NEGATIONS]) + kept_by_user
     if fr is not None:
-        pruner = _CodePruner(text, offsets, score, fr, goal, protected_spans, user_spans)
+        pruner = _CodePruner(text, offsets, score, fr, goal, protected_spans, kept_by_user)
         return lambda phase, start=None: _prune_code(pruner.rekey(phase), tokenizer, start)
     protected = mark(offsets, protected_spans + spans_of(text, [PROSE_NAMES, NEWLINES]))
     return lambda phase, start=None: _prune_prose(

@@ -8,6 +8,7 @@ from typing import Literal
 
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import coerce_paths, require, require_count, require_number, setting
+from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import DEFAULT_CORPUS, DEFAULT_PROMPTS
 
 SUPPORTED_BITS = (8, 4)
@@ -63,9 +64,7 @@ class QuantizeOptions:
             f"{self.group_size} is not supported; choose one of "
             f"{', '.join(map(str, SUPPORTED_GROUPS))}",
         )
-        require(
-            not (self.out.exists() and not self.out.is_dir()), "out", f"{self.out} is not a folder"
-        )
+        check_output_shape(self.out, "out", folder=True)
         for path in self.corpus:
             require(path.exists(), "corpus", f"{path} does not exist")
         if self.prompts is not None:

@@ -10,12 +10,12 @@ from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     canonical_json,
-    check_replaceable,
     replaced_folder,
     write_bytes,
 )
 from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import LoadedModel, load_model
+from copilot_cli.core.outputs import claim_folder
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import format as qformat
 from copilot_cli.quant.apply import quantized_modules
@@ -34,6 +34,12 @@ from copilot_cli.quant.scheme import check_bits, check_finite, quantize
 
 REPORT = "report.json"
 OWNED = (qformat.FILENAME, REPORT)  # what a quantize folder holds; anything else is refused
+CLAIM = {
+    "fmt": qformat.FORMAT,
+    "manifest": qformat.FILENAME,
+    "label": "quantized-embeddings folder",
+    "owned": OWNED,
+}
 
 
 def _special_ids(tokenizer: Any) -> list[int]:
@@ -75,7 +81,7 @@ def quantize_embeddings(
         InputError / OptionError: NaN/Inf rows (naming the token ids), unsupported bits or
             group size, a corpus with no usable text.
     """
-    check_replaceable(options.out, OWNED)  # before any work, not after it
+    claim_folder(options.out, "out", **CLAIM)  # before any work, not after it
     if loaded is None:
         with progress.progress("loading model"):
             loaded = load_model(options.model)
@@ -119,7 +125,7 @@ def quantize_embeddings(
     # both files replace the previous pair as one unit: never an INT4 table under an INT8 report
     with (
         output_lock(options.out, "quantize", folder=False),
-        replaced_folder(options.out, OWNED) as new,
+        replaced_folder(options.out, fmt=qformat.FORMAT) as new,
     ):
         qformat.write(new / qformat.FILENAME, tables, metadata)
         write_bytes(new / REPORT, canonical_json(report.to_dict()).encode("utf-8"))

@@ -20,6 +20,7 @@ from copilot_cli.core.options import (
     setting,
     values_from_mapping,
 )
+from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import DEFAULT_PROMPTS
 
 MAX_GEN_TOKENS = 4096  # the model's context bounds it further at run time
@@ -68,8 +69,7 @@ class ReportPaths:
     def __post_init__(self) -> None:
         coerce_paths(self)
         for name in ("json", "junit", "markdown", "html"):
-            path = getattr(self, name)
-            require(path is None or not path.is_dir(), name, f"{path} is a folder; give a file")
+            check_output_shape(getattr(self, name), name, folder=False)
 
     @classmethod
     def in_folder(cls, folder: Path) -> ReportPaths:
@@ -94,6 +94,9 @@ class RegressOptions:
         max_tokens: a prompt's own tokens (bounded by the model's context at run time).
         baseline, save_baseline: reuse / store the base model's log-probs.
         baseline_topk: store top-k log-probs (0 = the full vocabulary).
+        baseline_check: cases of each case set recomputed with the loaded model, chosen at
+            random, when a baseline is reused: one that does not match is refused (a baseline
+            edited and resealed, or made with something else). 0 turns the check off.
         null_control: also run base vs base (the noise floor).
         reports: which reports to write where.
         model: the model to load when none is handed in.
@@ -109,6 +112,7 @@ class RegressOptions:
     baseline: Path | None = setting(None, yaml=False)
     save_baseline: Path | None = setting(None, yaml=False)
     baseline_topk: int = 0
+    baseline_check: int = 2
     null_control: bool = False
     reports: ReportPaths = setting(default_factory=ReportPaths, yaml=False)
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
@@ -131,7 +135,14 @@ class RegressOptions:
         require_count(self.gen_tokens, "gen_tokens", high=MAX_GEN_TOKENS)
         require_count(self.max_tokens, "max_tokens", low=4)
         require_count(self.baseline_topk, "baseline_topk")
-        require(self.prompts.is_file(), "prompts", f"{self.prompts} does not exist")
+        require_count(self.baseline_check, "baseline_check", high=1 << 20)
+        check_output_shape(self.save_baseline, "save_baseline", folder=False)
+        require(
+            self.prompts.is_file(),
+            "prompts",
+            f"{self.prompts} "
+            + ("is not a regular file" if self.prompts.exists() else "does not exist"),
+        )
         names = [spec.name for spec in self.parsed(check_paths=False)]
         require(len(set(names)) == len(names), "variants", "two variants have the same name")
 

@@ -4,19 +4,42 @@ from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from copilot_cli.core.artifacts import canonical_json, write_bytes
 from copilot_cli.core.metrics import Summary
+from copilot_cli.core.outputs import claim_file
 from copilot_cli.regress.gate import verdict
 from copilot_cli.regress.options import ReportPaths
 from copilot_cli.regress.results import RegressResult, VariantResult
 
 MARKDOWN_LIMIT = 1 << 20
+REPORT_FORMAT = "copilot-opt.regress-report"
+# How each text report begins, always: an existing file is replaced only if it starts so
+# (core/outputs.py); the JSON report names REPORT_FORMAT instead.
+SIGNATURES = {
+    "junit": b'<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="copilot-opt regress"',
+    "markdown": b"## copilot-opt regress: ",
+    "html": b"<!doctype html><html><head><meta charset='utf-8'><title>copilot-opt regress</title>",
+}
 
 
 def to_json(result: RegressResult) -> str:
     return canonical_json(result.to_dict())
+
+
+def claim_reports(paths: ReportPaths, inputs: tuple[Path, ...] = ()) -> None:
+    """Refuse, before any work, a report path holding something other than that report."""
+    for name in ("json", "junit", "markdown", "html"):
+        claim_file(
+            getattr(paths, name),
+            name,
+            fmt=REPORT_FORMAT if name == "json" else None,
+            signature=SIGNATURES.get(name),
+            label=f"regress {name} report",
+            inputs=inputs,
+        )
 
 
 def write_reports(result: RegressResult, paths: ReportPaths) -> list[str]:

@@ -120,6 +120,8 @@ class RegressResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "format": "copilot-opt.regress-report",
+            "format_version": 1,
             "passed": self.passed,
             "thresholds": self.thresholds.to_dict(),
             "provenance": dataclasses.asdict(self.provenance),

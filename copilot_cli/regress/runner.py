@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch
 from copilot_cli import __version__
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
-from copilot_cli.core.errors import InputError
+from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.core.metrics import (
     Accumulator,
     PositionMetrics,
@@ -20,12 +21,15 @@ from copilot_cli.core.metrics import (
 )
 from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length, load_model
 from copilot_cli.core.options import OptionError
+from copilot_cli.core.outputs import claim_file
 from copilot_cli.core.prompt_sets import load_prompts, prompts_hash
+from copilot_cli.regress.baseline import FORMAT as BASELINE_FORMAT
 from copilot_cli.regress.baseline import Baseline, BaselineWriter
 from copilot_cli.regress.cases import Case, build_cases, cases_hash
 from copilot_cli.regress.decode import eos_ids, greedy, plain_greedy
 from copilot_cli.regress.gate import verdict
 from copilot_cli.regress.options import RegressOptions
+from copilot_cli.regress.reports import claim_reports, write_reports
 from copilot_cli.regress.results import (
     GenerationStats,
     Provenance,
@@ -38,6 +42,9 @@ from copilot_cli.regress.textmetrics import bleu4, levenshtein
 from copilot_cli.regress.variants import VariantSpec, applied, degrade_cache, prune_options
 
 NULL_CONTROL = VariantSpec(name="null-control", components=())
+# A reused baseline's recomputed cases may differ from it by float noise: at most a tenth of
+# the gate's mean-KL threshold, and never less than this (nats).
+BASELINE_KL_FLOOR = 1e-5
 
 
 class _Tally:
@@ -236,6 +243,19 @@ def _check_against_model(options: RegressOptions, loaded: LoadedModel) -> None:
         )
 
 
+def _claim_outputs(options: RegressOptions) -> None:
+    """Before any work: every file this run writes is new or a report/baseline of ours."""
+    inputs = tuple(p for p in (options.prompts, options.baseline) if p is not None)
+    claim_reports(options.reports, inputs)
+    claim_file(
+        options.save_baseline,
+        "save_baseline",
+        fmt=BASELINE_FORMAT,
+        label="regress baseline",
+        inputs=inputs,
+    )
+
+
 def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> RegressResult:
     """Compare every variant with the original model; save or use a baseline; write the reports
     `options.reports` names. Loads `options.model` when no model is handed in.
@@ -245,6 +265,7 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
         ArtifactError / FingerprintMismatch: a baseline or variant artifact made for something
             else.
     """
+    _claim_outputs(options)
     if loaded is None:
         with progress.progress("loading model"):
             loaded = load_model(options.model)
@@ -290,8 +311,6 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
             },
         )
         result.baseline_saved = str(options.save_baseline)
-    from copilot_cli.regress.reports import write_reports
-
     result.reports_written = write_reports(result, options.reports)
     return result
 
@@ -332,6 +351,8 @@ def _score(
         members = [s for s in specs if s.case_set == case_set]
         work = [i for i, case in enumerate(cases) if case.scored > 0]
         bases = {i: baseline.case(set_hash, i) for i in work} if baseline is not None else {}
+        if bases:
+            check_baseline(runner, baseline, cases, bases)
         if options.ray is None:
             records: Any = (
                 (i, case_record(runner, cases[i], i, set_hash, members, bases.get(i), writer))
@@ -348,6 +369,30 @@ def _score(
                 if gen_row is not None:
                     tallies[spec.name].gen.append(gen_row)
     return tallies
+
+
+def check_baseline(runner: Runner, baseline: Any, cases: list[Case], bases: dict[int, Any]) -> None:
+    """Recompute `baseline_check` cases, drawn at random (a forger cannot know which), with
+    the loaded model: their log-probs (and greedy continuation) must be what the baseline holds.
+
+    Raises:
+        ArtifactError: "does not match the model": edited and resealed, or made otherwise.
+    """
+    count = min(runner.options.baseline_check, len(bases))
+    tolerance = max(BASELINE_KL_FLOOR, runner.options.thresholds.max_mean_kl / 10)
+    for index in sorted(random.SystemRandom().sample(sorted(bases), count)):
+        case, stored = cases[index], bases[index]
+        targets = torch.tensor(case.ids[case.split + 1 :])
+        metrics, _ = runner.compare(stored, runner.base_logits(case), targets)
+        kl = float(metrics.kl.mean()) if metrics.kl.numel() else 0.0
+        same_gen = not runner.options.gen_tokens or runner.generate(None, case) == stored.generated
+        if not (kl <= tolerance and same_gen):  # NaN fails too
+            what = f"mean KL {kl:.3g} > {tolerance:.1g}" if same_gen else "greedy continuation"
+            raise ArtifactError(
+                f"does not match the model: case {case.id!r} recomputed differs ({what}); it "
+                "was edited, or made with another model or settings: save a new baseline",
+                where=str(baseline.path),
+            )
 
 
 def case_record(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from copilot_cli.core.options import OptionError, coerce_paths, require, require_count, setting
+from copilot_cli.core.outputs import check_output_shape
 
 PREDICTOR_NAMES = ("auto", "frequency-recency", "markov-1", "markov-2", "gru")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
@@ -82,4 +83,4 @@ class WarmPlanOptions:
             f"{self.l0_probability} is outside (0, 1]",
         )
         require(0 < self.fp_rate < 0.5, "fp_rate", f"{self.fp_rate} is outside (0, 0.5)")
-        require(not self.out.is_dir(), "out", f"{self.out} is a folder; give a file path")
+        check_output_shape(self.out, "out", folder=False)

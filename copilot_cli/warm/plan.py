@@ -25,6 +25,7 @@ from copilot_cli.core.artifacts import (
     write_bytes,
 )
 from copilot_cli.core.errors import ArtifactError, InputError
+from copilot_cli.core.outputs import claim_file
 from copilot_cli.warm.bloom import BloomFilter
 from copilot_cli.warm.log import read_log
 from copilot_cli.warm.options import WarmPlanOptions
@@ -121,6 +122,7 @@ def make_plan(options: WarmPlanOptions) -> Plan:
         InputError: a malformed log line (naming file:line), a log naming nothing the KV
             folder or chunks file holds.
     """
+    claim_file(options.out, "out", fmt=FORMAT, label="warm plan", inputs=options.logs)
     requests = read_log(options.logs)
     sizes, kv = _sizes(options)
     used = {item for r in requests for item in r.items()}

@@ -121,13 +121,30 @@ def test_regression_exits_1(tmp_path, runner):
         ("templates: templates\nunknown_key: 1\n", "unknown key 'unknown_key'"),
         ("templates: templates\nchunk:\n  max_tokens: lots\n", "chunk.max_tokens"),
         ("templates: nowhere\n", "templates: "),
+        ("templates: templates\nrepositories: []\n", "repositories: is empty"),
+        ("templates: templates\nrepositories: [repo, repo]\n", "repositories[1]: "),
+        ("templates: templates\nrepositories: [repo, other/repo]\n", "chunks/repo.jsonl"),
+        ("templates: templates\nrepositories: [repo]\nmodel: ./no/such/model\n", "model: "),
+        ("templates: templates\nrepositories: [repo]\nmodel: m.gguf\n", "model: "),
+        (
+            "templates: templates\nrepositories: [repo]\ncompile_templates:\n"
+            "  limits: {max_seconds: .nan}\n",
+            "compile_templates.limits.max_seconds: must be a finite number",
+        ),
+        (
+            "templates: templates\nrepositories: [repo]\ncompile_templates:\n"
+            "  limits: {max_output_chars: 0}\n",
+            "compile_templates.limits.max_output_chars",
+        ),
     ],
 )
 def test_bad_config_exit_2_naming_the_key(tmp_path, runner, text, message):
     config = _project(tmp_path)
+    (tmp_path / "other" / "repo").mkdir(parents=True)
     config.write_text(text)
     result = runner.invoke(app, ["build", "-c", str(config), "-o", str(tmp_path / "build")])
-    assert result.exit_code == 2 and message in result.stderr
+    assert result.exit_code == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "build").exists()
 
 
 def test_bad_config_names_the_line(tmp_path, runner):

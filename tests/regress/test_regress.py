@@ -111,6 +111,32 @@ def test_baseline_for_other_prompts_or_model_is_refused(
         run_regress_with(other, _options(prompts, "kv-dtype=int8", baseline=tmp_path / "b.st"))
 
 
+@pytest.mark.parametrize("topk", [0, 16])
+def test_a_forged_baseline_is_refused_when_the_model_is_at_hand(artifacts, tmp_path, topk):
+    """A baseline rewritten with another model's log-probs (here: the shipped model with its
+    embeddings damaged, keeping its original fingerprints) and sealed by our own writer, as a
+    forger would: the recomputed sample gives it away, whichever cases are drawn."""
+    import torch
+
+    root, prompts = artifacts
+    forger = load_model(ModelSpec())
+    with torch.no_grad():
+        weight = forger.model.get_input_embeddings().weight
+        weight.add_(torch.randn(weight.shape, generator=torch.Generator().manual_seed(0)) * 0.5)
+    forged = tmp_path / "forged.st"
+    run_regress_with(
+        forger, _options(prompts, null_control=True, save_baseline=forged, baseline_topk=topk)
+    )
+    honest = load_model(ModelSpec())
+    assert honest.model_fingerprint == forger.model_fingerprint  # the forgery passes that check
+    spec = f"q8=quant={root / 'q8'}"
+    for _ in range(3):  # a different random draw each run
+        with pytest.raises(ArtifactError, match="does not match the model"):
+            run_regress_with(honest, _options(prompts, spec, baseline=forged))
+    unchecked = run_regress_with(honest, _options(prompts, spec, baseline=forged, baseline_check=0))
+    assert not unchecked.passed  # what the check is for: without it the forgery decides
+
+
 def test_variant_made_for_another_model_is_refused(artifacts, tiny_llama_dir):
     root, prompts = artifacts
     other = load_model(ModelSpec(str(tiny_llama_dir)))

@@ -1,0 +1,235 @@
+"""The one guard every writer passes before it writes: never destroy what copilot-opt did not write.
+
+A folder is written into (or replaced) only when it does not exist, is empty (no entry at all,
+dot files included), or is copilot-opt's own artifact of the same kind: it holds our marker
+(`.copilot-opt-output`, written before the writer's first file, so a first run that was
+killed is still recognised) or the artifact's own manifest naming the same format. An
+existing file is replaced only when it is our artifact of the same kind: its header names the
+format, or it starts with the signature its writer always emits, or (an output with neither,
+such as pruned text) its bytes are what copilot-opt last wrote there, as recorded in the
+cache. Anything else is an `OptionError` naming the option and the path, raised before any
+work, with nothing touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+
+from copilot_cli.core.options import OptionError
+
+MARKER = ".copilot-opt-output"
+LOCK = ".copilot-opt.lock"  # core.locks: a writer's lock, taken in the folder before it writes
+# Dot entries copilot-opt itself leaves in an output folder: the marker and the writer lock.
+OWN_DOT_ENTRIES = frozenset({MARKER, LOCK})
+_JSON_LIMIT = 1 << 30  # a JSON "artifact" larger than this is not parsed to find its format
+_SAFETENSORS_HEADER_LIMIT = 100 << 20
+# A foreign folder is probed for the artifact it might hold (to say "holds a prompt bundle")
+# through at most this many of its JSON/safetensors files of at most this size.
+_KIND_PROBES = 16
+_KIND_PROBE_BYTES = 64 << 20
+
+
+def check_output_shape(path: Path | None, option: str, *, folder: bool) -> None:
+    """Cheap checks of an output path (no reading): a folder where a file is wanted or the
+    reverse, or a path below a regular file."""
+    if path is None:
+        return
+    for parent in Path(os.path.abspath(path)).parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OptionError(option, f"{path}: {parent} is a file, not a folder")
+            break
+    if folder and path.exists() and not path.is_dir():
+        raise OptionError(option, f"{path} is not a folder")
+    if not folder and path.is_dir():
+        raise OptionError(option, f"{path} is a folder; give a file path")
+
+
+def claim_folder(
+    path: Path,
+    option: str,
+    *,
+    fmt: str,
+    manifest: str,
+    label: str,
+    owned: Iterable[str] | None = None,
+) -> None:
+    """Refuse `path` unless copilot-opt may write the artifact `fmt` there. Reads only; the
+    writer calls `mark` just before its first file.
+
+    Args:
+        path: the output folder.
+        option: the option that named it (for the error).
+        fmt: the artifact's format (`copilot-opt.kv-cache`).
+        manifest: the file in the folder whose header names `fmt` (`index.json`).
+        label: what the artifact is called in messages ("KV folder").
+        owned: for a writer that swaps the whole folder in (`replaced_folder`): the entries
+            it writes. The folder must then hold nothing else.
+    """
+    check_output_shape(path, option, folder=True)
+    if path.is_dir():
+        entries = sorted(p.name for p in path.iterdir() if p.name != LOCK)
+        if entries and not _ours(path, fmt, manifest):
+            found = _kind_of(path)
+            what = f"holds a {found} artifact, not a {label}" if found else _foreign_text(entries)
+            raise OptionError(option, f"{path} {what}: give a new or empty folder")
+        if owned is not None:
+            allowed = set(owned) | OWN_DOT_ENTRIES
+            if foreign := [name for name in entries if name not in allowed]:
+                raise OptionError(
+                    option,
+                    f"{path} {_foreign_text(foreign)}; replacing the folder would delete them: "
+                    "give a new or empty folder",
+                )
+
+
+def claim_file(
+    path: Path | None,
+    option: str,
+    *,
+    fmt: str | None = None,
+    signature: bytes | None = None,
+    label: str,
+    inputs: Iterable[Path] = (),
+) -> None:
+    """Refuse to replace an existing file that is not our artifact `fmt` (header) or does
+    not start with `signature`; an empty file holds nothing to lose. `inputs` are files the
+    same run reads: writing over one of them is refused whatever it holds."""
+    if path is None:
+        return
+    check_output_shape(path, option, folder=False)
+    if not path.exists():
+        return
+    resolved = path.resolve()
+    if any(resolved == Path(p).resolve() for p in inputs):
+        raise OptionError(option, f"{path} is also an input of this run: give another path")
+    if not path.is_file():
+        raise OptionError(option, f"{path} is not a regular file: give another path")
+    if path.stat().st_size == 0:
+        return
+    if fmt is not None and sniff_format(path) == fmt:
+        return
+    if signature is not None and _starts_with(path, signature):
+        return
+    if fmt is None and signature is None and _remembered(path):
+        return
+    found = sniff_format(path)
+    what = f"is a {found} file, not a {label}" if found else f"exists and is not a {label}"
+    raise OptionError(
+        option, f"{path} {what} that copilot-opt wrote: remove it first or give another path"
+    )
+
+
+def remember_written(path: Path) -> None:
+    """Record what copilot-opt just wrote to `path`, for an output with no header of its own
+    (pruned text): a later run may replace exactly those bytes, and nothing else."""
+    from copilot_cli.core.artifacts import sha256_file, write_bytes
+
+    write_bytes(_record_of(path), sha256_file(path).encode("ascii"))
+
+
+def _remembered(path: Path) -> bool:
+    from copilot_cli.core.artifacts import sha256_file
+
+    record = _record_of(path)
+    try:
+        return record.stat().st_size == 64 and record.read_bytes().decode() == sha256_file(path)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _record_of(path: Path) -> Path:
+    from copilot_cli.core.fingerprints import cache_dir
+
+    key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()
+    return cache_dir() / "written" / key
+
+
+def sniff_format(path: Path) -> str | None:
+    """The `format` a copilot-opt artifact file names in its header (JSON, the first line of
+    JSONL, or safetensors metadata); None for anything else. Reads only what it must."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(8)
+            size = os.fstat(handle.fileno()).st_size
+            if len(head) == 8 and head[:1] != b"{":
+                (length,) = struct.unpack("<Q", head)
+                if 2 <= length <= min(_SAFETENSORS_HEADER_LIMIT, size - 8):
+                    header = json.loads(handle.read(length))
+                    return _format_of(header.get("__metadata__"))
+                return None
+            if head[:1] != b"{":
+                return None
+            handle.seek(0)
+            first = handle.readline(_JSON_LIMIT)
+            try:
+                return _format_of(json.loads(first))
+            except ValueError:
+                pass
+            if size > _JSON_LIMIT:
+                return None
+            handle.seek(0)
+            return _format_of(json.loads(handle.read()))
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+
+
+def _format_of(header: object) -> str | None:
+    if isinstance(header, dict) and isinstance(header.get("format"), str):
+        fmt = header["format"]
+        return fmt if fmt.startswith("copilot-opt.") else None
+    return None
+
+
+def _starts_with(path: Path, signature: bytes) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(signature)) == signature
+    except OSError:
+        return False
+
+
+def _ours(path: Path, fmt: str, manifest: str) -> bool:
+    return _marker_format(path) == fmt or (
+        (path / manifest).is_file() and sniff_format(path / manifest) == fmt
+    )
+
+
+def _kind_of(path: Path) -> str | None:
+    """The kind of copilot-opt artifact a folder holds, from its marker or any manifest."""
+    if found := _marker_format(path):
+        return found
+    candidates = (p for p in path.iterdir() if p.suffix in (".json", ".safetensors"))
+    for child in sorted(candidates)[:_KIND_PROBES]:
+        small = child.is_file() and child.stat().st_size <= _KIND_PROBE_BYTES
+        if small and (found := sniff_format(child)):
+            return found
+    return None
+
+
+def _marker_format(path: Path) -> str | None:
+    marker = path / MARKER
+    if not marker.is_file() or marker.stat().st_size > 4096:
+        return None
+    return sniff_format(marker)
+
+
+def mark(path: Path, fmt: str) -> None:
+    """Create folder `path` if needed and mark it as copilot-opt's artifact `fmt` (once): a
+    later run recognises it even if this one is killed before its manifest is written."""
+    from copilot_cli.core.artifacts import write_bytes
+
+    path.mkdir(parents=True, exist_ok=True)
+    if _marker_format(path) == fmt:
+        return
+    write_bytes(path / MARKER, (json.dumps({"format": fmt}) + "\n").encode("utf-8"))
+
+
+def _foreign_text(names: list[str]) -> str:
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return f"holds files copilot-opt did not write ({shown})"
