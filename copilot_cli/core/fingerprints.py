@@ -302,17 +302,32 @@ def model_fingerprint_from_folder(
     return _model_digest(architecture_config(config), tensor_digests(Path(folder), cache))
 
 
-def model_fingerprint_from_weights(model: Any) -> str:
+def model_fingerprint_from_weights(model: Any, *, saved_only: bool = False) -> str:
     """Fingerprint an in-memory model (no folder) the same way: a model and its saved folder
-    agree whenever its state dict holds each tensor once (no tied duplicates)."""
+    agree whenever its state dict holds each tensor once. With `saved_only`, the tied copies
+    `save_pretrained` leaves out (a tied output layer) are left out here too, so a model and the
+    folder it is saved to always agree."""
     from copilot_cli.core.safetensors_io import _DTYPE_NAMES, tensor_bytes
 
     config = getattr(model, "config", None)
+    state = model.state_dict()
+    if saved_only:
+        for name in _tied_names(model, state):
+            state.pop(name, None)
     tensors = [
         _tensor_digest(name, tensor.detach(), _DTYPE_NAMES, tensor_bytes)
-        for name, tensor in sorted(model.state_dict().items())
+        for name, tensor in sorted(state.items())
     ]
     return _model_digest(architecture_config(config) if config is not None else {}, tensors)
+
+
+def _tied_names(model: Any, state: dict[str, Any]) -> list[str]:
+    """State-dict names that are tied copies of another tensor (transformers' own list)."""
+    if not getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        return []
+    tied = getattr(model, "_tied_weights_keys", None) or {}
+    names = list(tied) if isinstance(tied, (dict, list, tuple)) else []
+    return [n for n in names if n in state]
 
 
 def model_fingerprint(model: Any) -> str:

@@ -15,6 +15,7 @@ from copilot_cli.core.fingerprints import (
     tokenizer_fingerprint,
     weight_files,
 )
+from copilot_cli.core.gguf import gguf_file, load_gguf_model, load_gguf_tokenizer
 from copilot_cli.core.modelspec import ModelSpec, check_device, default_model
 from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.paths import SHIPPED_MODEL
@@ -117,9 +118,14 @@ def _check_model_folder(folder: Path) -> dict[str, Any]:
 
 
 def load_tokenizer(name_or_path: str, *, allow_download: bool = False) -> Any:
-    """Load a tokenizer from a folder or hub id, offline unless allowed."""
+    """Load a tokenizer from a folder, a GGUF file or a hub id, offline unless allowed."""
     from transformers import AutoTokenizer
 
+    gguf = gguf_file(name_or_path)
+    if gguf is not None:
+        tokenizer = load_gguf_tokenizer(gguf)
+        tokenizer_fingerprint(tokenizer)
+        return tokenizer
     folder = resolve_folder(name_or_path, allow_download=allow_download, what="tokenizer")
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -138,6 +144,9 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     quiet_transformers()
+    gguf = gguf_file(spec.name_or_path)
+    if gguf is not None:
+        return _load_gguf(spec, gguf)
     folder = resolve_folder(spec.name_or_path, allow_download=spec.allow_download)
     _check_model_folder(folder)
     device = check_device(spec.device)
@@ -160,6 +169,21 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         model_fingerprint=fingerprint,
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         source=str(folder),
+    )
+
+
+def _load_gguf(spec: ModelSpec, path: Path) -> LoadedModel:
+    """A GGUF file as a model: dequantized by transformers, fingerprinted by what it computes."""
+    device = check_device(spec.device)
+    model = load_gguf_model(path, DTYPES[spec.dtype] if spec.dtype != "auto" else None)
+    model.to(device).eval()
+    tokenizer = load_tokenizer(spec.tokenizer or str(path), allow_download=spec.allow_download)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        model_fingerprint=model._copilot_model_fingerprint,
+        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+        source=str(path),
     )
 
 
