@@ -223,13 +223,16 @@ def _seconds(fn) -> float:
 
 
 def _run_peers(
-    files: list[tuple[str, str]], repeats: int = 1, tools: list[str] | None = None
+    files: list[tuple[str, str]],
+    repeats: int = 1,
+    tools: list[str] | None = None,
+    tokenizer: str = str(SHIPPED_MODEL / "tokenizer.json"),
 ) -> dict | None:
     if not PEERS_PYTHON.exists():
         return None
     job = {
         "files": [list(f) for f in files],
-        "tokenizer": str(SHIPPED_MODEL / "tokenizer.json"),
+        "tokenizer": tokenizer,
         "budget": BUDGET,
         "repeats": repeats,
         "tools": tools or ["langchain", "semchunk"],

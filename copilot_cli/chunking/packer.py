@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from copilot_cli.chunking.families import UNKNOWN, WS, Family, byte_classes, family_of
 from copilot_cli.chunking.pretoken import PieceCache
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets
 
@@ -44,30 +45,15 @@ class RawChunk:
 
 # Counting a chunk from the file's one tokenizer pass (see docs/chunk.md, "exact counts").
 #
-# A byte-level BPE tokenizer with the GPT-2 pre-tokenizer regex (no normalizer, no prefix
-# space, no dropout) encodes each pre-token piece on its own, and the regex
-#   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-# has no look-behind and looks ahead one character only after whitespace. Two adjacent
-# characters that no alternative can match together (both non-space, of different classes
-# among letter, digit and other, and not an apostrophe before a letter) are therefore a piece
-# boundary in every string that contains them, and the pieces on either side do not depend on
-# what lies beyond them. Between two such "anchors" a and b inside a chunk, the chunk's pieces
-# are the file's pieces, so its tokens there are the file pass's tokens; only the two edges,
-# header + text[start:a] and text[b:end], are encoded again. Other tokenizers recount every
-# chunk (exact, slower); tests/chunking/test_exact_counts.py checks the rule on random text.
-_WS, _LETTER, _DIGIT, _OTHER, _UNKNOWN = 0, 1, 2, 3, 4
-
-
-def _byte_classes():
-    import numpy as np
-
-    classes = np.full(256, _UNKNOWN, dtype=np.int8)  # non-ASCII and control bytes: no anchor
-    for byte in range(33, 127):
-        char = chr(byte)
-        classes[byte] = _LETTER if char.isalpha() else _DIGIT if char.isdigit() else _OTHER
-    for byte in b" \t\n\r\x0b\x0c":
-        classes[byte] = _WS
-    return classes
+# A byte-level BPE tokenizer of a known pre-tokenizer family (families.py) encodes each piece
+# on its own, and each family's pattern has "anchors": two adjacent non-space characters that
+# no piece can hold together (for GPT-2's regex, characters of different classes among
+# letter, digit and other, but an apostrophe before a letter), whatever surrounds them, while
+# the pieces on either side do not depend on what lies beyond them. Between two such anchors
+# a and b inside a chunk, the chunk's pieces are the file's pieces, so its tokens there are
+# the file pass's tokens; only the two edges, header + text[start:a] and text[b:end], are
+# encoded again. Other tokenizers recount every chunk (exact, slower);
+# tests/chunking/test_exact_counts.py and test_families.py check the rules on random text.
 
 
 def _byte_lengths(backend: Any) -> Any:
@@ -82,28 +68,19 @@ def _byte_lengths(backend: Any) -> Any:
     return table
 
 
-def splitting_rule(backend: Any) -> tuple[bool, tuple[str, ...]]:
-    """(whether chunk counts may be derived from the file pass, the added tokens' texts)."""
+def splitting_rule(backend: Any) -> tuple[Family | None, tuple[str, ...]]:
+    """(the pre-tokenizer family whose pieces may be cached and counts derived, or None; the
+    added tokens' texts)."""
     import json
 
     if backend is None:
-        return False, ()
+        return None, ()
     try:
         spec = json.loads(backend.to_str())
     except (AttributeError, ValueError):
-        return False, ()
-    pre = spec.get("pre_tokenizer") or {}
-    model = spec.get("model") or {}
-    additive = (
-        spec.get("normalizer") is None
-        and pre.get("type") == "ByteLevel"
-        and pre.get("use_regex", True) is True
-        and pre.get("add_prefix_space") is False
-        and model.get("type") == "BPE"
-        and model.get("dropout") is None
-    )
+        return None, ()
     added = tuple(t["content"] for t in spec.get("added_tokens") or [] if t.get("content"))
-    return additive, added
+    return family_of(spec), added
 
 
 class TokenCounter:
@@ -114,18 +91,19 @@ class TokenCounter:
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
         known = getattr(tokenizer, "_copilot_chunk_rule", None)  # one parse per tokenizer
         if known is None:
-            additive, added = splitting_rule(self.backend)
-            known = (additive, added, None, None)
-            if additive:  # byte lengths and a piece cache, shared by the tokenizer's counters
+            family, added = splitting_rule(self.backend)
+            known = (family, added, None, None)
+            if family is not None:  # byte lengths and a piece cache, shared by its counters
                 known = (
-                    additive,
+                    family,
                     added,
                     _byte_lengths(self.backend),
-                    PieceCache(self.backend, added),
+                    PieceCache(self.backend, added, family),
                 )
             with contextlib.suppress(AttributeError):
                 tokenizer._copilot_chunk_rule = known
-        self.additive, self.added_tokens, self._byte_lengths, self.pieces = known
+        self.family, self.added_tokens, self._byte_lengths, self.pieces = known
+        self.additive = self.family is not None
 
     def count(self, text: str) -> int:
         if self.pieces is not None:
@@ -202,8 +180,8 @@ class FileText:
             char_starts = np.flatnonzero((raw & 0xC0) != 0x80)  # byte offset of each char
             starts = starts[starts < len(char_starts)]
             self.token_starts = char_starts[starts]
-        if counter.additive and not any(token in text for token in counter.added_tokens):
-            self.anchors = _anchors(raw)
+        if counter.family is not None and not any(t in text for t in counter.added_tokens):
+            self.anchors = _anchors(raw, counter.family)
 
     token_starts = None
     anchors = None  # byte offsets p where data[p-1], data[p] always split (see above)
@@ -245,18 +223,17 @@ class FileText:
         return spans
 
 
-def _anchors(raw: Any) -> Any:
+def _anchors(raw: Any, family: Family) -> Any:
     """Byte offsets p (1 <= p < len) where no pre-token piece can hold both raw[p-1], raw[p]."""
     import numpy as np
 
     global _CLASSES
     if _CLASSES is None:
-        _CLASSES = _byte_classes()
+        _CLASSES = byte_classes()
     classes = _CLASSES[raw]
     left, right = classes[:-1], classes[1:]
-    solid = (left != _WS) & (left != _UNKNOWN) & (right != _WS) & (right != _UNKNOWN)
-    split = solid & (left != right) & ~((raw[:-1] == ord("'")) & (right == _LETTER))
-    return np.flatnonzero(split) + 1
+    solid = (left != WS) & (left != UNKNOWN) & (right != WS) & (right != UNKNOWN)
+    return np.flatnonzero(solid & family.anchors(left, right, raw)) + 1
 
 
 _CLASSES = None

@@ -1,22 +1,23 @@
 """Token ids of plain ASCII text from a cache of pre-token pieces (exact, no BPE per byte).
 
-A byte-level BPE tokenizer whose pre-tokenizer is the GPT-2 regex (the rule in packer.py,
-`splitting_rule`) encodes each regex piece on its own: the ids of a text are the ids of its
-pieces, one after the other. Source code repeats its pieces (names, keywords, indentation,
-punctuation runs), so a dictionary from piece to ids answers almost every piece after the
-first few files; only new pieces go to the tokenizer. On code this is about three times
-faster than the tokenizer's own encode (benchmarks/RESULTS.md, "chunk ... vs one tokenizer
+A byte-level BPE tokenizer of a known pre-tokenizer family (families.py: GPT-2's regex, digits
+first, Qwen2, Llama 3, DeepSeek-Coder) encodes each piece on its own: the ids of a text are the
+ids of its pieces, one after the other. Source code repeats its pieces (names, keywords,
+indentation, punctuation runs), so a dictionary from piece to ids answers almost every piece
+after the first few files; only new pieces go to the tokenizer. On code this is about three
+times faster than the tokenizer's own encode (benchmarks/RESULTS.md, "chunk ... vs one tokenizer
 pass").
 
 Where it applies: printable ASCII with tab, line feed and carriage return, and none of the
-tokenizer's added tokens in the text. There the pattern's classes (letter, digit,
-whitespace) are plain ASCII sets on which every regex engine agrees; anything else (other
-control characters, non-ASCII letters and digits, whose classes depend on each engine's
-Unicode tables) is answered by the tokenizer itself, line by line: a line feed after a
-printable ASCII character other than space starts a new piece in any text (only the
-whitespace alternatives hold a line feed, and the pattern looks neither behind nor, after a
-non-space, ahead), so a text splits there into lines the cache answers and lines the
-tokenizer encodes. tests/chunking/test_pretoken.py compares both paths on random text.
+tokenizer's added tokens in the text. There the pattern's classes (letter, digit, whitespace)
+are plain ASCII sets on which every regex engine agrees; anything else (other control
+characters, non-ASCII letters and digits, whose classes depend on each engine's Unicode tables)
+is answered by the tokenizer itself, line by line: some line feeds start a new piece in any text
+(for GPT-2's regex, one after a printable character other than space: only the whitespace
+alternatives hold a line feed, and the pattern looks neither behind nor, after a non-space,
+ahead; each family says which, `Family.line_breaks`), so a text splits there into lines the
+cache answers and lines the tokenizer encodes. tests/chunking/test_pretoken.py compares both
+paths on random text.
 """
 
 from __future__ import annotations
@@ -25,16 +26,13 @@ import re
 from itertools import chain
 from typing import Any
 
-# The GPT-2 pattern
-#   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-# on plain text, where a letter is [A-Za-z], a digit [0-9] and whitespace one of space, tab,
-# line feed, carriage return (the standard `re` runs it about twice as fast as `regex`)
-_PATTERN = re.compile(
-    r"'(?:[st]|re|ve|m|ll|d)| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", re.ASCII
-)
+from copilot_cli.chunking.families import GPT2, Family
+
+# The GPT-2 pattern on plain text (the standard `re` runs it about twice as fast as `regex`);
+# each family has its own (families.py)
+_PATTERN = GPT2.pieces
 # bytes outside printable ASCII + \t \n \r: text holding any of them takes the tokenizer
 _OUTSIDE = bytes(b for b in range(256) if not (32 <= b < 127 or b in b"\t\n\r"))
-_LINES = re.compile(r"(?<=[!-~])(?=\n)")  # the piece boundaries described above
 _MAX_PIECES = 400_000  # the cache is dropped when it grows past this many pieces
 _SHORT = 256  # lines up to this many characters that are not plain are remembered whole
 
@@ -42,13 +40,15 @@ _SHORT = 256  # lines up to this many characters that are not plain are remember
 class PieceCache:
     """Piece -> token ids, filled on demand from the tokenizer (one process, one tokenizer)."""
 
-    def __init__(self, backend: Any, added_tokens: tuple[str, ...]) -> None:
+    def __init__(self, backend: Any, added_tokens: tuple[str, ...], family: Family = GPT2) -> None:
         self.backend = backend
         self.added_tokens = added_tokens
+        self.family = family
+        self._pieces = family.pieces.findall
         self.ids: dict[str, tuple[int, ...]] = {}
         self.others: dict[str, tuple[int, ...]] = {}  # short lines that are not plain
         self._encode = getattr(backend, "encode_batch_fast", None)
-        self._model = _model_path(backend)
+        self._model = _model_path(backend, family)
 
     def clear(self) -> None:
         """Forget every piece and line learned (the next run starts cold, as a new process)."""
@@ -67,7 +67,7 @@ class PieceCache:
         if _plain(text):
             return self.encode(text)
         ids: list[int] = []
-        for plain, run in _runs(text):
+        for plain, run in _runs(text, self.family.line_breaks):
             ids.extend(self.encode(run) if plain else self._other_ids(run))
         return ids
 
@@ -87,7 +87,7 @@ class PieceCache:
         """Number of tokens of any text (no special tokens added)."""
         if not self.applies(text):
             return len(self.encode_any(text))
-        pieces = _PATTERN.findall(text)
+        pieces = self._pieces(text)
         try:
             return sum(map(len, map(self.ids.__getitem__, pieces)))
         except KeyError:
@@ -95,7 +95,7 @@ class PieceCache:
 
     def encode(self, text: str) -> list[int]:
         """Ids of `text`, which must satisfy `applies`."""
-        pieces = _PATTERN.findall(text)
+        pieces = self._pieces(text)
         found = list(map(self.ids.get, pieces))
         if None in found:
             self._fill(pieces)
@@ -136,7 +136,7 @@ _BYTE_LEVEL = str.maketrans({" ": "\u0120", "\t": "\u0109", "\n": "\u010a", "\r"
 _PROBE = "".join(map(chr, range(32, 127))) + "\t\n\r  x \n\n\t\tif (a) {\r\n  return b'c'; }\n"
 
 
-def _model_path(backend: Any) -> Any | None:
+def _model_path(backend: Any, family: Family) -> Any | None:
     """The BPE model, when tokenizing mapped pieces with it gives what the whole tokenizer
     gives on a probe of every plain character (else None: pieces go through the tokenizer)."""
     model = getattr(backend, "model", None)
@@ -144,7 +144,9 @@ def _model_path(backend: Any) -> Any | None:
         return None
     try:
         direct = [
-            t.id for p in _PATTERN.findall(_PROBE) for t in model.tokenize(p.translate(_BYTE_LEVEL))
+            t.id
+            for p in family.pieces.findall(_PROBE)
+            for t in model.tokenize(p.translate(_BYTE_LEVEL))
         ]
         whole = backend.encode(_PROBE, add_special_tokens=False).ids
     except Exception:  # any failure: pieces go through the tokenizer
@@ -159,10 +161,10 @@ def _plain(text: str) -> bool:
     return len(data.translate(None, _OUTSIDE)) == len(data)
 
 
-def _runs(text: str) -> list[tuple[bool, str]]:
+def _runs(text: str, line_breaks: re.Pattern[str]) -> list[tuple[bool, str]]:
     """`text` cut at the line boundaries above into runs of plain and other lines."""
     runs: list[tuple[bool, list[str]]] = []
-    for line in _LINES.split(text):
+    for line in line_breaks.split(text):
         plain = _plain(line)
         if runs and runs[-1][0] == plain:
             runs[-1][1].append(line)

@@ -40,7 +40,7 @@ def _check(counter: TokenCounter, text: str, cuts: list[int], header: str) -> No
         assert n == fresh, (h, data[s:e])
 
 
-def test_the_rule_admits_byte_level_gpt2_regex_only(counters):
+def test_the_rule_admits_known_families_only(counters):
     assert counters["shipped"].additive
     assert counters["trained"].additive
     assert not counters["qwen-style"].additive
