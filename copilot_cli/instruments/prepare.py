@@ -29,7 +29,7 @@ TOKENIZERS = {
     "codellama-spm": "llama-spm",
 }
 STAMP = "READY.json"
-PREPARATION = 1  # bump when what `prepare` writes changes: older caches are redone
+PREPARATION = 2  # bump when what `prepare` writes changes: older caches are redone
 _SEPARATOR = "\n__ggml_vocab_test__\n"
 
 
@@ -200,11 +200,13 @@ def _prepare_tokenizer(vocab: Path, target: Path) -> str:
 
 def _save_tokenizer(tokenizer: Any, folder: Path) -> None:
     """Saved so that tokenizer.json is what loads: a named class (GPT2Tokenizer,
-    Qwen2Tokenizer) would put its own pre-tokenizer back on load."""
+    Qwen2Tokenizer) would put its own pre-tokenizer back on load; the generic class name is
+    one every transformers version knows (the LLMLingua peer runs 4.46, vLLM 5.19)."""
+
     tokenizer.save_pretrained(folder)
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["tokenizer_class"] = "TokenizersBackend"
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

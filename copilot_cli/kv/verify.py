@@ -16,8 +16,12 @@ PROBE_TEXT = "\ndef main(argv):\n    for name in sorted(argv):\n        print(na
 # Max |Δlogit| allowed between cached and recomputed logits. float32 is a fixed bound;
 # float16/bfloat16 bounds come from scripts/measure_kv_tolerance.py (shipped model and three
 # random-init architectures; worst seen: float32 9.5e-6, float16 0.0156, bfloat16 0.125) with
-# ~2x headroom.
+# ~2x headroom. A real model's logits are larger and its stack deeper (SmolLM2-135M in
+# bfloat16: 0.85), so in half precision a prefix past the fixed bound is judged against the
+# model's own noise floor instead: the same logits recomputed a second valid way (prefix, then
+# probe over a fresh cache), with FLOOR_HEADROOM. A wrong cache is off by whole logits.
 TOLERANCE = {"float32": 1e-4, "float16": 0.03, "bfloat16": 0.25}
+FLOOR_HEADROOM = 2.0
 
 
 @dataclass
@@ -28,6 +32,7 @@ class VerifyReport:
     max_abs_diff: float
     greedy_agreement: float
     tolerance: float
+    noise_floor: float | None = None  # measured only where the fixed bound was passed
 
     @property
     def passed(self) -> bool:
@@ -55,6 +60,9 @@ def verify_prefixes(
         cached = model(torch.tensor([probe], device=device), **cache_kwargs(model, cache)).logits[0]
         diff = (full.float() - cached.float()).abs().max().item()
         agree = (full.argmax(-1) == cached.argmax(-1)).float().mean().item()
+        floor = None
+        if diff > tolerance and kv.index["dtype"] != "float32":
+            floor = _noise_floor(model, ids, probe, full)
         reports.append(
             VerifyReport(
                 name=name,
@@ -62,7 +70,20 @@ def verify_prefixes(
                 probe_tokens=len(probe),
                 max_abs_diff=diff,
                 greedy_agreement=agree,
-                tolerance=tolerance,
+                tolerance=tolerance if floor is None else max(tolerance, FLOOR_HEADROOM * floor),
+                noise_floor=floor,
             )
         )
     return reports
+
+
+def _noise_floor(model: Any, ids: list[int], probe: list[int], full: torch.Tensor) -> float:
+    """max |Δlogit| between two valid ways of computing the probe's logits in this dtype: one
+    pass over prefix + probe, and the prefix first, then the probe over its fresh cache."""
+    from transformers import DynamicCache
+
+    device = full.device
+    cache = DynamicCache()
+    model(torch.tensor([ids], device=device), **cache_kwargs(model, cache))
+    two_pass = model(torch.tensor([probe], device=device), **cache_kwargs(model, cache)).logits[0]
+    return (full.float() - two_pass.float()).abs().max().item()
