@@ -363,3 +363,40 @@ def test_an_index_edited_after_a_load_is_refused(tiny_llama_dir, tmp_path, monke
     index_path.write_text(json.dumps(index))  # digest not recomputed
     with pytest.raises(ArtifactError, match="digest"):
         load_prefix(tmp_path / "kv", loaded.model, "alpha")
+
+
+def test_half_precision_verify_falls_back_to_the_models_noise_floor(
+    tiny_llama_dir, tmp_path, monkeypatch
+):
+    """Past the fixed bound, a bfloat16 prefix is judged against the logits' own rounding noise
+    (measured, not assumed), and a cache that is really wrong still fails that bound."""
+    from copilot_cli.kv import verify
+
+    loaded = load_model(ModelSpec(str(tiny_llama_dir), dtype="bfloat16"))
+    prefill_sources(loaded, SOURCES[:1], PrefillOptions(out=tmp_path / "kv", dtype="bfloat16"))
+    monkeypatch.setitem(verify.TOLERANCE, "bfloat16", -1.0)  # every prefix past the fixed bound
+    (good,) = verify.verify_prefixes(loaded, tmp_path / "kv")
+    assert good.noise_floor is not None and good.noise_floor >= 0  # a tiny model may be exact
+    assert good.tolerance == pytest.approx(verify.FLOOR_HEADROOM * good.noise_floor)
+    assert good.passed, good
+
+    real_load = verify.load_prefix
+
+    def shifted(*args, **kwargs):  # a cache whose keys are off, as a wrong or stale one is
+        cache = real_load(*args, **kwargs)
+        for layer in cache.layers:
+            layer.keys.add_(1.0)
+        return cache
+
+    monkeypatch.setattr(verify, "load_prefix", shifted)
+    (bad,) = verify.verify_prefixes(loaded, tmp_path / "kv")
+    assert bad.noise_floor == pytest.approx(good.noise_floor)
+    assert not bad.passed and bad.max_abs_diff > bad.tolerance
+
+
+def test_float32_verify_never_widens_its_bound(tiny_llama_dir, tmp_path):
+    loaded, _ = _build(tiny_llama_dir, tmp_path, sources=SOURCES[:1])
+    from copilot_cli.kv import verify
+
+    (report,) = verify.verify_prefixes(loaded, tmp_path / "kv")
+    assert report.noise_floor is None and report.tolerance == verify.TOLERANCE["float32"]
