@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,22 +79,37 @@ def contexts_of(tokenizer, prompts) -> list[str]:
     ]
 
 
-def llmlingua(contexts: list[str], rates: list[float]) -> dict | None:
-    """LLMLingua's outputs for `contexts` at each rate (None when its venv is missing)."""
+def transformers4_copy(source: Path, target: Path) -> Path:
+    """A copy of a model folder that transformers 4.46 (LLMLingua's) reads: rope_theta and
+    torch_dtype spelled at the top level of config.json, the generic tokenizer class; weights
+    linked, not copied."""
+    target.mkdir(parents=True)
+    for item in source.iterdir():
+        if item.name not in ("config.json", "tokenizer_config.json"):
+            (target / item.name).symlink_to(item.resolve())
+    config = json.loads((source / "config.json").read_text())
+    rope = config.get("rope_parameters") or {}
+    config.setdefault("rope_theta", rope.get("rope_theta", 10000.0))
+    config["torch_dtype"] = "float32"
+    (target / "config.json").write_text(json.dumps(config))
+    tok = json.loads((source / "tokenizer_config.json").read_text())
+    tok["tokenizer_class"] = "PreTrainedTokenizerFast"
+    tok.pop("extra_special_tokens", None)
+    (target / "tokenizer_config.json").write_text(json.dumps(tok))
+    return target
+
+
+def llmlingua(
+    contexts: list[str], rates: list[float], model_dir: Path | None = None
+) -> dict | None:
+    """LLMLingua's outputs for `contexts` at each rate, scored by `model_dir` (default: the
+    shipped model; None when its venv is missing)."""
     if not LLMLINGUA_PYTHON.exists():
         return None
     from copilot_cli.core.models import SHIPPED_MODEL
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = Path(tmp) / "model"
-        shutil.copytree(SHIPPED_MODEL, model)
-        config = json.loads((model / "config.json").read_text())
-        config.update(rope_theta=10000.0, torch_dtype="float32")
-        (model / "config.json").write_text(json.dumps(config))
-        tok = json.loads((model / "tokenizer_config.json").read_text())
-        tok["tokenizer_class"] = "PreTrainedTokenizerFast"
-        tok.pop("extra_special_tokens", None)
-        (model / "tokenizer_config.json").write_text(json.dumps(tok))
+        model = transformers4_copy(Path(model_dir or SHIPPED_MODEL), Path(tmp) / "model")
         job = {"model": str(model), "contexts": contexts, "rates": rates}
         proc = subprocess.run(
             [str(LLMLINGUA_PYTHON), str(ROOT / "benchmarks" / "peers" / "llmlingua_peer.py")],
@@ -151,17 +165,21 @@ def long_cases(tokenizer) -> list[tuple[str, str, list[int]]]:
     return cases
 
 
-def long_context_rows(loaded, compress=None) -> dict:
+def long_context_rows(loaded, compress=None, lingua_model=None, model_label=None) -> dict:
     """LLMLingua asked for 0.5 and 0.33 on long file contexts; ours (the default `hybrid`,
     `--method spread` and `--method search`), random and Selective-Context at LLMLingua's
     achieved rate for each file
     (equal rates), scored on the next 64 tokens of the file. `compress(text, rate)` replaces
-    ours (for experiments)."""
+    ours (for experiments). With `model_label` (another model than the shipped one, e.g. a
+    real pretrained one): LLMLingua scores with `lingua_model`, the same model, and
+    `--method search` is left out (8 extra forwards per context)."""
     model, tokenizer = loaded.model, loaded.tokenizer
     cases = long_cases(tokenizer)
     asked_rates = (0.5, 0.33)
-    runs = llmlingua([c for _, c, _ in cases], list(asked_rates))
+    runs = llmlingua([c for _, c, _ in cases], list(asked_rates), lingua_model)
     ours_names = ("ours", "ours --method spread", "ours --method search")
+    if model_label is not None:
+        ours_names = ours_names[:2]
     peer_names = ("LLMLingua 0.2.2", "random", "Selective-Context")
     names = ours_names + peer_names
     found_rows = {}
@@ -187,13 +205,14 @@ def long_context_rows(loaded, compress=None) -> dict:
                 "ours --method spread": prune_text(
                     PruneOptions(text=context, rate=rate, method="spread"), loaded
                 ).text,
-                "ours --method search": prune_text(
-                    PruneOptions(text=context, rate=rate, method="search"), loaded
-                ).text,
                 "LLMLingua 0.2.2": lingua_text,
                 "random": random_drop(context, tokenizer, rate),
                 "Selective-Context": selective_context(context, model, tokenizer, rate),
             }
+            if "ours --method search" in ours_names:
+                outputs["ours --method search"] = prune_text(
+                    PruneOptions(text=context, rate=rate, method="search"), loaded
+                ).text
             for name in ours_names:
                 achieved = _count(tokenizer, outputs[name]) / _count(tokenizer, context)
                 drift[name].append(abs(achieved - rate))
@@ -233,6 +252,8 @@ def long_context_rows(loaded, compress=None) -> dict:
                 met = ours.kl_mean <= peer.kl_mean
                 if met:
                     reason = ""
+                elif model_label is not None:
+                    reason = "; not met (docs/prune.md, real-model rows)"
                 elif ours_name == "ours":
                     reason = (
                         "; not met: hybrid takes most from the start of the file (its recency "
@@ -255,7 +276,8 @@ def long_context_rows(loaded, compress=None) -> dict:
                         "needs more than removal (docs/prune.md)"
                     )
                 emit(
-                    f"prune on long file contexts, LLMLingua asked for {asked}, equal rates: "
+                    f"prune{' on ' + model_label if model_label else ''} on long file "
+                    f"contexts, LLMLingua asked for {asked}, equal rates: "
                     f"mean KL, {ours_name} vs {name}",
                     ours.kl_mean,
                     peer.kl_mean,
@@ -326,6 +348,49 @@ def cut_context_rows(loaded) -> None:
                 f"{totals['spread'].summary().kl_mean:.4f}, --method search "
                 f"{totals['search'].summary().kl_mean:.4f}",
             )
+
+
+def speed_rows(loaded, lingua_model=None, model_label=None) -> None:
+    """Tokens/s of ours (default, spread, search) vs LLMLingua on the sample repository's long
+    Python and Markdown files, both scoring with the same model."""
+    on = f" on {model_label}" if model_label else ""
+    tokenizer = loaded.tokenizer
+    long_texts = [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted((ROOT / "sample_data" / "repo").rglob("*"))
+        if p.suffix in (".py", ".md") and p.stat().st_size > 3000
+    ]
+    peer_run = llmlingua(long_texts, [0.5], lingua_model)["0.5"]
+    started = time.perf_counter()
+    for text in long_texts:
+        prune_text(PruneOptions(text=text, rate=0.5), loaded)
+    ours_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    for text in long_texts:
+        prune_text(PruneOptions(text=text, rate=0.5, method="spread"), loaded)
+    spread_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    for text in long_texts:
+        prune_text(PruneOptions(text=text, rate=0.5, method="search"), loaded)
+    search_seconds = time.perf_counter() - started
+    achieved = [
+        len(tokenizer(t, add_special_tokens=False).input_ids)
+        / max(1, len(tokenizer(s, add_special_tokens=False).input_ids))
+        for t, s in zip(peer_run["texts"], long_texts, strict=True)
+    ]
+    emit(
+        f"prune speed{on} on the same files and model: ours vs LLMLingua 0.2.2",
+        peer_run["tokens"] / ours_seconds,
+        peer_run["tokens"] / peer_run["seconds"],
+        "tokens/s",
+        higher_is_better=True,
+        goal="ratio >= 1",
+        passed=ours_seconds <= peer_run["seconds"],
+        note=f"{len(long_texts)} files; LLMLingua's achieved rate at 0.5: "
+        f"{min(achieved):.2f}-{max(achieved):.2f}; --method spread (no forward pass): "
+        f"{peer_run['tokens'] / spread_seconds:.0f} tokens/s; --method search (8 patterns, "
+        f"a 64-token probe): {peer_run['tokens'] / search_seconds:.0f} tokens/s",
+    )
 
 
 def quality(loaded, prompts, compress) -> tuple[float, float, float]:
@@ -406,42 +471,7 @@ def main() -> None:
     cut_context_rows(loaded)
     if lingua is not None:
         long_context_rows(loaded)
-        long_texts = [
-            p.read_text(encoding="utf-8", errors="replace")
-            for p in sorted((ROOT / "sample_data" / "repo").rglob("*"))
-            if p.suffix in (".py", ".md") and p.stat().st_size > 3000
-        ]
-        peer_run = llmlingua(long_texts, [0.5])["0.5"]
-        started = time.perf_counter()
-        for text in long_texts:
-            prune_text(PruneOptions(text=text, rate=0.5), loaded)
-        ours_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        for text in long_texts:
-            prune_text(PruneOptions(text=text, rate=0.5, method="spread"), loaded)
-        spread_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        for text in long_texts:
-            prune_text(PruneOptions(text=text, rate=0.5, method="search"), loaded)
-        search_seconds = time.perf_counter() - started
-        achieved = [
-            len(tokenizer(t, add_special_tokens=False).input_ids)
-            / max(1, len(tokenizer(s, add_special_tokens=False).input_ids))
-            for t, s in zip(peer_run["texts"], long_texts, strict=True)
-        ]
-        emit(
-            "prune speed on the same files and model: ours vs LLMLingua 0.2.2",
-            peer_run["tokens"] / ours_seconds,
-            peer_run["tokens"] / peer_run["seconds"],
-            "tokens/s",
-            higher_is_better=True,
-            goal="ratio >= 1",
-            passed=ours_seconds <= peer_run["seconds"],
-            note=f"{len(long_texts)} files; LLMLingua's achieved rate at 0.5: "
-            f"{min(achieved):.2f}-{max(achieved):.2f}; --method spread (no forward pass): "
-            f"{peer_run['tokens'] / spread_seconds:.0f} tokens/s; --method search (8 patterns, "
-            f"a 64-token probe): {peer_run['tokens'] / search_seconds:.0f} tokens/s",
-        )
+        speed_rows(loaded)
     # rate accuracy and speed on files of 200+ tokens
     files = [
         p
