@@ -75,8 +75,9 @@ ray-env: $(RAY_STAMP)
 test-ray: $(RAY_STAMP)
 	$(RAY_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_ray
 
-test-vllm: $(VLLM_STAMP)
-	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest -q tests_vllm
+test-vllm: $(VLLM_STAMP) $(REAL_STAMP)
+	COPILOT_OPT_REAL_MODELS=$(REAL_MODELS) VLLM_CPU_KVCACHE_SPACE=1 \
+		$(VLLM_VENV)/bin/python -m pytest -q tests_vllm
 
 serve: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/copilot-opt build -c copilot-opt.yaml -o build
@@ -109,7 +110,7 @@ bench: $(STAMP) $(VLLM_STAMP)
 	# torchao whenever it is importable, which would change every command's behaviour)
 	test -d .bench-peers/torchao || $(BIN)/python -m pip install -q --no-deps --target .bench-peers torchao
 	test -x .venv-peers/bin/python || ($(PYTHON) -m venv .venv-peers && \
-		.venv-peers/bin/python -m pip install -q langchain-text-splitters semchunk tokenizers)
+		.venv-peers/bin/python -m pip install -q langchain-text-splitters semchunk tokenizers bm25s==0.3.16 scipy)
 	test -x .venv-llmlingua/bin/python || ($(PYTHON) -m venv .venv-llmlingua && \
 		.venv-llmlingua/bin/python -m pip install -q "$(TORCH_SPEC)" && \
 		.venv-llmlingua/bin/python -m pip install -q "transformers==4.46.3" llmlingua==0.2.2)

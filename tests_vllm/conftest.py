@@ -75,6 +75,7 @@ def make_engine(
     prefix_caching: bool = False,
     log: Path | None = None,
     extra: dict | None = None,
+    model: Path = MODEL,
 ):
     from vllm import LLM
     from vllm.config import KVTransferConfig
@@ -89,7 +90,7 @@ def make_engine(
         )
     with output_to(log) if log is not None else contextlib.nullcontext():
         return LLM(
-            model=str(MODEL),
+            model=str(model),
             dtype="float32",
             enforce_eager=True,
             enable_prefix_caching=prefix_caching,
