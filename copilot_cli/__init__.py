@@ -10,6 +10,7 @@ with a frozen options dataclass holding the defaults (see ARCHITECTURE.md):
     load_prefix(kv_dir, model, name) / PrefixStore(kv_dir, model)
     quantize_embeddings(QuantizeOptions)        -> QuantizeResult
     chunk_repository(ChunkOptions)              -> ChunkResult
+    select_context(ContextOptions)              -> ContextResult   (chunks for one request)
     prune_text(PruneOptions)                    -> PruneResult
     run_regress(RegressOptions)                 -> RegressResult   (the CI gate)
     run_build(BuildOptions)                     -> BuildResult     (the whole pipeline)
@@ -43,6 +44,8 @@ _PUBLIC = {
     "chunk_repository": "copilot_cli.chunking",
     "PruneOptions": "copilot_cli.prune",
     "prune_text": "copilot_cli.prune",
+    "ContextOptions": "copilot_cli.context",
+    "select_context": "copilot_cli.context",
     "RegressOptions": "copilot_cli.regress",
     "run_regress": "copilot_cli.regress",
     "BuildOptions": "copilot_cli.pipeline",

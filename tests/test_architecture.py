@@ -17,7 +17,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "copilot_cli"
-CAPABILITIES = {"prompts", "kv", "quant", "chunking", "prune", "regress", "serving", "warm"}
+CAPABILITIES = {
+    "prompts",
+    "kv",
+    "quant",
+    "chunking",
+    "context",
+    "prune",
+    "regress",
+    "serving",
+    "warm",
+}
 LIBRARY_FUNCTION_LINES = 60
 CLI_FUNCTION_LINES = 70  # a command's signature holds one Typer declaration per flag
 CLI_MODULE_LINES = 100

@@ -182,7 +182,7 @@ def test_a_full_disk_is_exit_2_naming_the_folder_with_the_previous_artifact_kept
     runner, small_disk, command
 ):
     out = small_disk / "out"
-    small = ["prefill-kv", "-o", str(out), "--text", str(REPO / "templates" / "bug_fix.j2")]
+    small = ["prefill-kv", "-o", str(out), "--text", str(REPO / "templates" / "docstring.j2")]
     args = {
         "prefill-kv": [
             "prefill-kv",

@@ -10,6 +10,7 @@ from copilot_cli import __version__
 from copilot_cli.cli.build import build_command
 from copilot_cli.cli.chunk import chunk_command
 from copilot_cli.cli.common import option, set_debug
+from copilot_cli.cli.context import context_command
 from copilot_cli.cli.inspect import inspect_command
 from copilot_cli.cli.kv import prefill_kv_command
 from copilot_cli.cli.model_info import model_info
@@ -62,6 +63,7 @@ app.command("inspect")(inspect_command)
 app.command("quantize")(quantize_command)
 app.command("chunk")(chunk_command)
 app.command("prune")(prune_command)
+app.command("context")(context_command)
 app.command("regress")(regress_command)
 app.command("build")(build_command)
 app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(

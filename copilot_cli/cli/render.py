@@ -19,18 +19,26 @@ def render_command(
     inputs: Annotated[
         str, option("--inputs", "-i", help="JSON file with the inputs, or - for stdin.")
     ],
+    context: Annotated[
+        list[Path] | None,
+        option("--context", help="A result of copilot-opt context (its snippets or overview)."),
+    ] = None,
     tokenizer: TokenizerOpt = "",
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Render one template of a bundle with the given inputs."""
+    from copilot_cli.context.requests import context_inputs
     from copilot_cli.core.inputs import read_json_object
     from copilot_cli.prompts import RenderOptions, render_template
 
+    values = read_json_object(inputs, "inputs file")
+    for path in context or []:
+        values.update(context_inputs(path))
     options = RenderOptions(
         bundle=bundle,
         name=name,
-        inputs=read_json_object(inputs, "inputs file"),
+        inputs=values,
         count_tokens=json_output,
         tokenizer=tokenizer,
         allow_download=allow_download,

@@ -33,15 +33,22 @@ def generate_with_prefix(
     kv: Path | str | PrefixStore,
     template: str,
     inputs: dict[str, Any],
+    context: Any = None,
     **generate_kwargs: Any,
 ) -> torch.Tensor:
     """Render `template`, reuse its cached prefix, run only the rest, and generate.
+
+    `context`: repository context for the template's `context` input: a ContextResult
+    (`select_context`) or its list of `{path, text}` snippets; it comes after the static prefix,
+    so the cached prefix is the same with or without it.
 
     `kv` is a KV folder or a `PrefixStore`. The cached prefix ids must equal the tokenized
     static prefix (else the KV is stale: rebuild it). At least one prompt token is always fed
     (a prompt that is all prefix feeds its last prefix token again, from a cache one shorter).
     Returns what `model.generate` returns: the prompt ids followed by the new ids.
     """
+    if context is not None:
+        inputs = {**inputs, "context": list(getattr(context, "context", context))}
     prefix_ids, rest_ids = prepare_prompt(tokenizer, bundle, template, inputs)
     store = kv if isinstance(kv, PrefixStore) else None
     if store is not None:

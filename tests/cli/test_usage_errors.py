@@ -59,6 +59,7 @@ def _required(command: str) -> list[str]:
         "serve": ["kv"],
         "warm-plan": [README],
         "chunk": [str(REPO / "sample_data" / "repo")],
+        "context": [README],
     }.get(command, [])
 
 

@@ -1,0 +1,74 @@
+"""`copilot-opt context`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json
+from copilot_cli.cli.params import TokenizerOpt
+from copilot_cli.cli.views.context import show_context, write_out
+
+
+@handle_errors
+def context_command(
+    chunks: Annotated[Path, typer.Argument(help="The chunks JSONL (copilot-opt chunk).")],
+    registry: Annotated[Path | None, option("--registry", help="Its registry JSON.")] = None,
+    file: Annotated[
+        str, option("--file", help="The file being edited, as the chunks name it.")
+    ] = "",
+    repo: Annotated[
+        Path, option("--repo", help="The repository folder --file and batch files are read from.")
+    ] = Path("."),
+    cursor: Annotated[str | None, option("--cursor", help="LINE or LINE:COL, 1-based.")] = None,
+    prefix_file: Annotated[
+        Path | None, option("--prefix-file", help="The text before the cursor.")
+    ] = None,
+    suffix_file: Annotated[
+        Path | None, option("--suffix-file", help="The text after the cursor.")
+    ] = None,
+    budget: Annotated[int, option("--budget", help="Tokens of the context block, at most.")] = 1024,
+    snippet_format: Annotated[
+        str, option("--format", help="auto, xml or file-sep (docs/context.md).")
+    ] = "auto",
+    out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
+    bundle: Annotated[
+        Path | None, option("--bundle", help="A compiled bundle: render --template with it.")
+    ] = None,
+    template: Annotated[
+        str | None, option("--template", help="The template the context is rendered into.")
+    ] = None,
+    requests: Annotated[
+        Path | None, option("--requests", help="JSONL of requests: JSONL of results out.")
+    ] = None,
+    static: Annotated[
+        bool, option("--static", help="Write the repository overview instead.")
+    ] = False,
+    top: Annotated[int, option("--top", help="Definitions the overview considers.")] = 40,
+    tokenizer: TokenizerOpt = "",
+    json_output: JsonOpt = False,
+) -> None:
+    """Choose repository context for a request (file + cursor), packed into a token budget."""
+    from copilot_cli.context import ContextOptions, OverviewOptions, open_session
+    from copilot_cli.context.requests import run_batch, run_one, run_static
+
+    session = open_session(chunks, registry, tokenizer_name=tokenizer or None)
+    if static:
+        options = OverviewOptions(chunks, registry, top=top, budget=budget)
+        payload, text = run_static(session, options, bundle, template)
+    else:
+        base = ContextOptions(chunks, registry, budget=budget, format=snippet_format, prefix="")
+        if requests is not None:
+            payload, text = run_batch(session, base, requests, repo, bundle, template), None
+        else:
+            payload, text = run_one(
+                session, base, file, repo, cursor, prefix_file, suffix_file, bundle, template
+            )
+    inputs = [p for p in (chunks, registry, requests, prefix_file, suffix_file) if p]
+    write_out(out, payload, text, requests is not None, inputs)
+    if json_output:
+        print_json(payload if requests is None else {"requests": len(payload)})
+    else:
+        show_context(payload, out, requests is not None)

@@ -1,0 +1,51 @@
+"""The chosen context: written as JSON / JSONL / text, summarised on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.cli.common import note
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_out(
+    out: Path | None, payload: Any, text: str | None, batch: bool, inputs: list[Path]
+) -> None:
+    """-o gets the request JSON (one request), JSONL (a batch) or the overview text (--static);
+    without -o they go to stdout. An existing -o is replaced only if this command wrote it
+    (and never when it is one of the run's inputs)."""
+    from copilot_cli.core.artifacts import write_bytes
+    from copilot_cli.core.outputs import claim_file, remember_written
+
+    if batch:
+        data = "".join(json.dumps(p, sort_keys=True, ensure_ascii=False) + "\n" for p in payload)
+    else:
+        data = text if text is not None else _json(payload)
+    if out is None:
+        sys.stdout.write(data)
+        return
+    claim_file(out, "out", label="context", inputs=inputs)
+    write_bytes(out, data.encode("utf-8"))
+    remember_written(out)
+
+
+def show_context(payload: Any, out: Path | None, batch: bool) -> None:
+    if batch:
+        tokens = sum(p["tokens"] for p in payload)
+        note(
+            f"{len(payload)} requests, {tokens} context tokens in all"
+            + (f" -> {out}" if out else "")
+        )
+    elif "entries" in payload:
+        note(f"overview: {len(payload['entries'])} definitions, {payload['tokens']} tokens")
+    else:
+        note(
+            f"{len(payload['snippets'])} snippets, {payload['tokens']}/{payload['budget']} tokens "
+            f"({payload['snippet_format']}), from {payload['candidates']} candidates"
+        )

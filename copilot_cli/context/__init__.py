@@ -1,0 +1,30 @@
+"""Repository context for one request: chunks chosen for the file and cursor, packed into a
+token budget exactly, rendered for a template; and a static repository overview."""
+
+from copilot_cli.context.options import (
+    Chosen,
+    ContextOptions,
+    ContextResult,
+    OverviewOptions,
+    OverviewResult,
+)
+from copilot_cli.context.render import render_block
+from copilot_cli.context.session import (
+    ContextSession,
+    open_session,
+    repository_overview,
+    select_context,
+)
+
+__all__ = [
+    "Chosen",
+    "ContextOptions",
+    "ContextResult",
+    "ContextSession",
+    "OverviewOptions",
+    "OverviewResult",
+    "open_session",
+    "render_block",
+    "repository_overview",
+    "select_context",
+]

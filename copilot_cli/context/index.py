@@ -1,0 +1,171 @@
+"""The context index of one chunks file + registry: who defines which name, which chunks each
+file holds, identifier postings for BM25, ranks. Built once and cached under the cache folder
+(`context/`), keyed by the chunks file's and the registry's digests and the index version: a
+re-chunked repository gets a new index, a damaged cache entry is rebuilt."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.fingerprints import cache_dir
+
+INDEX_VERSION = 1
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# Words of the languages themselves (and very common names): never a query or a definition.
+_WORDS = (
+    "and as assert async await break case catch class const continue def default defer del "
+    "delete do elif else enum except export extends false final finally fn for from func go if "
+    "impl import in interface is let match mod mut new nil none not null of or pass package "
+    "private protected pub public raise return self static struct super switch this throw true "
+    "try type typeof use var void while with yield string int bool err error len str print true "
+    "false the to "
+)
+STOP = frozenset(_WORDS.split())
+
+
+def terms_of(text: str) -> list[str]:
+    """Lowercased identifiers and their parts (snake_case and camelCase split), stop words out."""
+    out = []
+    for name in _IDENT.findall(text):
+        low = name.lower()
+        if low in STOP or len(name) < 2:
+            continue
+        out.append(low)
+        parts = [p.lower() for p in _PARTS.findall(name)]
+        if len(parts) > 1:
+            out += [p for p in parts if len(p) > 2 and p not in STOP]
+    return out
+
+
+@dataclass
+class ContextIndex:
+    """Everything selection needs besides the chunk texts (kept in `texts`, same order)."""
+
+    key: str
+    ids: list[str]
+    paths: list[list[str]]  # every file a chunk occurs in (first: where it is located first)
+    lines: list[tuple[int, int]]
+    tokens: list[int]  # recorded token count (scope header + text)
+    languages: list[str | None]
+    near: list[str | None]
+    rank: np.ndarray  # registry rank as a percentile in [0, 1]
+    defs: dict[str, list[int]]
+    files: dict[str, list[int]]
+    language_of: dict[str, str | None]
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]
+    doc_len: np.ndarray
+    texts: list[str]
+
+    def bm25(self, query: dict[str, float], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+        """BM25 of every chunk for weighted query terms."""
+        scores = np.zeros(len(self.ids), dtype=np.float64)
+        n = len(self.ids)
+        average = float(self.doc_len.mean()) if n else 1.0
+        norm = k1 * (1 - b + b * self.doc_len / max(average, 1e-9))
+        for term, weight in query.items():
+            hit = self.postings.get(term)
+            if hit is None:
+                continue
+            idx, tf = hit
+            idf = math.log(1 + (n - len(idx) + 0.5) / (len(idx) + 0.5))
+            scores[idx] += weight * idf * tf * (k1 + 1) / (tf + norm[idx])
+        return scores
+
+
+def index_key(header: dict[str, Any], registry: dict[str, Any] | None) -> str:
+    parts = [str(INDEX_VERSION), header["digest"], (registry or {}).get("digest", "")]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def load_index(
+    header: dict[str, Any], chunks: list[dict[str, Any]], registry: dict[str, Any] | None
+) -> ContextIndex:
+    """The cached index of these chunks (built and cached when missing or damaged)."""
+    key = index_key(header, registry)
+    path = cache_dir() / "context" / f"{key}.json"
+    data = None
+    try:
+        raw = path.read_bytes()
+        digest, _, body = raw.partition(b"\n")
+        if digest.decode() == hashlib.sha256(body).hexdigest():
+            data = orjson.loads(body)
+    except (OSError, ValueError, UnicodeDecodeError):
+        data = None
+    if data is None or data.get("key") != key:
+        data = build_index_data(key, chunks, registry)
+        body = orjson.dumps(data)
+        with contextlib.suppress(OSError):  # a read-only cache: rebuilt next time
+            write_bytes(path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    return _from_data(data, [c["text"] for c in chunks])
+
+
+def build_index_data(
+    key: str, chunks: list[dict[str, Any]], registry: dict[str, Any] | None
+) -> dict[str, Any]:
+    ranks = {e["id"]: e["rank"] for e in (registry or {}).get("chunks", [])}
+    order = sorted(ranks, key=lambda i: ranks[i])
+    percentile = {cid: (k + 1) / len(order) for k, cid in enumerate(order)}
+    defs: dict[str, list[int]] = {}
+    files: dict[str, list[int]] = {}
+    language_of: dict[str, str | None] = {}
+    postings: dict[str, dict[int, int]] = {}
+    doc_len = []
+    for i, chunk in enumerate(chunks):
+        for entity in chunk.get("entities", []):
+            if len(entity["name"]) >= 2 and entity["name"].lower() not in STOP:
+                defs.setdefault(entity["name"], []).append(i)
+        for location in chunk["locations"]:
+            files.setdefault(location["path"], []).append(i)
+            language_of[location["path"]] = chunk.get("language")
+        terms = terms_of(chunk["text"])
+        doc_len.append(len(terms))
+        for term in terms:
+            row = postings.setdefault(term, {})
+            row[i] = row.get(i, 0) + 1
+    return {
+        "key": key,
+        "ids": [c["id"] for c in chunks],
+        "paths": [list(dict.fromkeys(loc["path"] for loc in c["locations"])) for c in chunks],
+        "lines": [[c["start_line"], c["end_line"]] for c in chunks],
+        "tokens": [c["token_count"] for c in chunks],
+        "languages": [c.get("language") for c in chunks],
+        "near": [c.get("near_duplicate_of") for c in chunks],
+        "rank": [percentile.get(c["id"], 0.0) for c in chunks],
+        "defs": defs,
+        "files": files,
+        "language_of": language_of,
+        "postings": {t: [list(row), list(row.values())] for t, row in postings.items()},
+        "doc_len": doc_len,
+    }
+
+
+def _from_data(data: dict[str, Any], texts: list[str]) -> ContextIndex:
+    return ContextIndex(
+        key=data["key"],
+        ids=data["ids"],
+        paths=data["paths"],
+        lines=[tuple(x) for x in data["lines"]],
+        tokens=data["tokens"],
+        languages=data["languages"],
+        near=data["near"],
+        rank=np.asarray(data["rank"], dtype=np.float64),
+        defs=data["defs"],
+        files=data["files"],
+        language_of=data["language_of"],
+        postings={
+            t: (np.asarray(i, dtype=np.int64), np.asarray(f, dtype=np.float64))
+            for t, (i, f) in data["postings"].items()
+        },
+        doc_len=np.asarray(data["doc_len"], dtype=np.float64),
+        texts=texts,
+    )

@@ -1,0 +1,94 @@
+"""A repository overview: the signatures of its most central definitions (registry rank), each
+with the first line of its docstring or leading comment, within a token budget."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from copilot_cli.context.index import ContextIndex
+from copilot_cli.context.render import render_overview
+
+_SIGNATURE_END = re.compile(r"[:{]\s*$|\)\s*$|=>\s*$")
+_DOC = re.compile(
+    r'^\s*(?:[rbuRBU]?"""|[rbuRBU]?\'\'\'|///?|/\*\*?|#|\*)\s*(.*?)\s*(?:"""|\'\'\'|\*/)?$'
+)
+MAX_SIGNATURE_LINES = 4
+
+
+_KEYWORDS = (
+    r"(?:async\s+def|def|class|func|function\*?|fn|struct|enum|trait|interface|type|impl"
+    r"|const|let|var|record|union|typedef|namespace|module)"
+)
+
+
+def _definition_line(lines: list[str], name: str) -> int | None:
+    """The line defining `name`: a definition keyword before it, or (methods, C-like
+    functions) the name followed by `(` at the start of a statement."""
+    keyword = re.compile(rf"\b{_KEYWORDS}\s+(?:\([^)]*\)\s*)?[\w*&\s]*?\b{re.escape(name)}\b")
+    call_like = re.compile(rf"^\s*(?:[\w<>\[\],*&:]+\s+)*{re.escape(name)}\s*\(")
+    for pattern in (keyword, call_like):
+        for k, line in enumerate(lines):
+            if line.lstrip().startswith(("#", "//", "*", "/*")):
+                continue
+            if pattern.search(line):
+                return k
+    return None
+
+
+def signature(text: str, name: str) -> tuple[str, str] | None:
+    """(signature, docstring's or leading comment's first line) of `name` in a chunk's text."""
+    lines = text.split("\n")
+    start = _definition_line(lines, name)
+    if start is None:
+        return None
+    end = start
+    while end < min(len(lines) - 1, start + MAX_SIGNATURE_LINES - 1) and not _SIGNATURE_END.search(
+        lines[end]
+    ):
+        end += 1
+    sig = " ".join(x.strip() for x in lines[start : end + 1]).rstrip("{").rstrip()
+    doc = ""
+    after = lines[end + 1].strip() if end + 1 < len(lines) else ""
+    before = lines[start - 1].strip() if start > 0 else ""
+    for candidate in (after if after.startswith(('"""', "'''", 'r"""')) else "", before):
+        match = _DOC.match(candidate) if candidate else None
+        if match and match.group(1):
+            doc = match.group(1)
+            break
+    return sig, doc
+
+
+def overview_lines(
+    index: ContextIndex, registry: dict[str, Any] | None, top: int, budget: int, tokenizer: Any
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Lines of the overview (most central first) that fit `budget` when rendered (recounted)."""
+    position = {cid: i for i, cid in enumerate(index.ids)}
+    picked: list[str] = []
+    entries: list[dict[str, Any]] = []
+    considered = 0
+    for entry in (registry or {}).get("chunks", []):
+        if considered >= top:
+            break
+        kinds = [e for e in entry.get("entities", []) if e["kind"] not in ("variable", "import")]
+        i = position.get(entry["id"])
+        if not kinds or i is None:
+            continue
+        considered += 1
+        for entity in kinds[:3]:
+            found = signature(index.texts[i], entity["name"])
+            if found is None:
+                continue
+            sig, doc = found
+            line = f"{index.paths[i][0]}: {sig}" + (f"  -- {doc}" if doc else "")
+            if line in picked:
+                continue
+            trial = render_overview([*picked, line])
+            if (
+                len(tokenizer.backend_tokenizer.encode(trial, add_special_tokens=False).ids)
+                > budget
+            ):
+                continue
+            picked.append(line)
+            entries.append({"id": entry["id"], "path": index.paths[i][0], "name": entity["name"]})
+    return picked, entries

@@ -1,0 +1,222 @@
+"""Choosing chunks for one request, and packing them into the budget exactly."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from copilot_cli.context.imports import imports_of, resolve
+from copilot_cli.context.index import STOP, ContextIndex, terms_of
+from copilot_cli.context.options import WEIGHTS, Chosen
+from copilot_cli.context.render import render_block, snippet_text
+
+NEAR_BEFORE, NEAR_AFTER = 30, 10  # lines around the cursor the query is made of
+SCAN = 512  # chunks considered for packing, strongest first
+DEFINITION_REST = 0.25  # weight of a chunk's other used definitions after its closest one
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_DEFINES = r"(?:def|class|func|function|fn|struct|enum|trait|interface|type|const|let|var)\s+"
+
+
+@dataclass
+class Request:
+    """The file being edited, split at the cursor."""
+
+    file: str
+    prefix: str
+    suffix: str
+    language: str | None
+
+
+@dataclass
+class Signals:
+    definition: np.ndarray
+    imports: np.ndarray
+    lexical: np.ndarray
+    named: dict[int, list[str]] = field(default_factory=dict)  # chunk -> names it defines, used
+    imported: dict[int, str] = field(default_factory=dict)  # chunk -> module that brought it
+
+
+def used_names(request: Request) -> dict[str, float]:
+    """Identifiers near the cursor, weighted by closeness (the line of the cursor: 1); the
+    rest of the file before the cursor counts a little."""
+    weights: dict[str, float] = {}
+    before = request.prefix.split("\n")
+    for distance, line in enumerate(reversed(before)):
+        w = 1.0 / (1 + distance / 8) if distance < NEAR_BEFORE else 0.1
+        for name in _IDENT.findall(line):
+            weights[name] = max(weights.get(name, 0.0), w)
+    for distance, line in enumerate(request.suffix.split("\n")[:NEAR_AFTER]):
+        for name in _IDENT.findall(line):
+            weights[name] = max(weights.get(name, 0.0), 0.5 / (1 + distance / 4))
+    return {n: w for n, w in weights.items() if len(n) >= 2 and n.lower() not in STOP}
+
+
+def signals(index: ContextIndex, request: Request) -> Signals:
+    n = len(index.ids)
+    definition, imported = np.zeros(n), np.zeros(n)
+    found = Signals(definition, imported, np.zeros(n))
+    whole = request.prefix + request.suffix
+    best: dict[int, float] = {}
+    for name, weight in used_names(request).items():
+        targets = [i for i in index.defs.get(name, ()) if request.file not in index.paths[i]]
+        if not targets or re.search(_DEFINES + re.escape(name) + r"\b", whole):
+            continue  # defined nowhere else, or in this file (the prompt has it)
+        share = weight / len(targets) ** 0.5
+        for i in targets:
+            best[i] = max(best.get(i, 0.0), share)
+            definition[i] += share
+            found.named.setdefault(i, []).append(name)
+    for i, top in best.items():  # the closest name counts fully, the others a quarter
+        definition[i] = top + DEFINITION_REST * (definition[i] - top)
+    for spec, names in imports_of(whole, request.language):
+        for path in resolve(spec, request.language, request.file, index.files):
+            if path == request.file:
+                continue
+            for i in index.files[path]:
+                imported[i] = max(imported[i], 0.4)
+                found.imported.setdefault(i, path)
+            for name in names:
+                for i in index.defs.get(name, ()):
+                    if path in index.paths[i]:
+                        imported[i] = 1.0
+    near = "\n".join(request.prefix.split("\n")[-NEAR_BEFORE:])
+    near += "\n" + "\n".join(request.suffix.split("\n")[:NEAR_AFTER])
+    query: dict[str, float] = {}
+    for term in terms_of(near):
+        query[term] = query.get(term, 0.0) + 1.0
+    found.lexical = index.bm25(query)
+    return found
+
+
+FAMILY = {"typescript": "javascript", "tsx": "javascript", "cpp": "c", "kotlin": "java"}
+OTHER_LANGUAGE = 0.25  # a chunk in another language than the file's: its score is scaled so
+
+
+def language_factor(index: ContextIndex, language: str | None) -> np.ndarray:
+    """1 for chunks in the file's language family (or when the file's is unknown), else
+    OTHER_LANGUAGE: a Python file's `Frame` is not the TypeScript client's `Frame`."""
+    if language is None:
+        return np.ones(len(index.ids))
+    family = FAMILY.get(language, language)
+    return np.asarray(
+        [1.0 if FAMILY.get(x, x) == family else OTHER_LANGUAGE for x in index.languages]
+    )
+
+
+def scores(index: ContextIndex, found: Signals, language: str | None) -> np.ndarray:
+    def scaled(values: np.ndarray) -> np.ndarray:
+        top = float(values.max()) if len(values) else 0.0
+        return values / top if top > 0 else values
+
+    total = (
+        WEIGHTS["definition"] * scaled(found.definition)
+        + WEIGHTS["import"] * found.imports
+        + WEIGHTS["lexical"] * scaled(found.lexical)
+        + WEIGHTS["rank"] * index.rank
+    )
+    return total * language_factor(index, language)
+
+
+def _reason(i: int, index: ContextIndex, found: Signals, parts: dict[str, float]) -> str:
+    why = []
+    if i in found.named:
+        why.append(f"defines {', '.join(sorted(found.named[i])[:4])} (used near the cursor)")
+    if i in found.imported:
+        why.append(f"in imported {found.imported[i]}")
+    if parts["lexical"] > 0:
+        why.append(
+            f"shares identifiers with the code near the cursor (BM25 {parts['lexical']:.2f})"
+        )
+    if not why:
+        why.append(f"central in the repository (rank percentile {index.rank[i]:.2f})")
+    return "; ".join(why)
+
+
+@dataclass
+class Packer:
+    """Greedy packing by score; exact: the rendered block is recounted, and while it is over
+    the budget the weakest snippet goes."""
+
+    index: ContextIndex
+    tokenizer: Any
+    budget: int
+    fmt: str
+    separator: str
+    _header_cost: dict[str, int] = field(default_factory=dict)
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def header_cost(self, path: str) -> int:
+        """Tokens a snippet adds besides its text: its header and footer."""
+        if path not in self._header_cost:
+            self._header_cost[path] = self.count(snippet_text(path, "", self.fmt, self.separator))
+        return self._header_cost[path]
+
+    def pack(self, order: list[int], file: str) -> tuple[list[int], str, int]:
+        """Greedy by score over the strongest SCAN chunks, costed by their recorded token
+        counts (header + text: never below the text's); then the exact recount."""
+        chosen: list[int] = []
+        used = self.count(render_block([], self.fmt, self.separator, intro_only=True))
+        seen = set()
+        for i in order[:SCAN]:
+            if file in self.index.paths[i] or self.index.ids[i] in seen:
+                continue
+            cost = self.index.tokens[i] + self.header_cost(self.index.paths[i][0])
+            if used + cost > self.budget:
+                continue
+            chosen.append(i)
+            used += cost
+            seen.update((self.index.near[i] or self.index.ids[i], self.index.ids[i]))
+        return self.exact(chosen)
+
+    def exact(self, chosen: list[int]) -> tuple[list[int], str, int]:
+        while True:
+            ordered = list(reversed(chosen))  # weakest first: the strongest nearest the code
+            text = render_block(
+                [(self.index.paths[i][0], self.index.texts[i]) for i in ordered],
+                self.fmt,
+                self.separator,
+            )
+            tokens = self.count(text)
+            if tokens <= self.budget or not chosen:
+                return ordered, text, tokens
+            chosen = chosen[:-1]
+
+
+def choose(
+    index: ContextIndex, request: Request, tokenizer: Any, budget: int, fmt: str, separator: str
+) -> tuple[list[Chosen], str, int, int]:
+    """The chosen snippets (prompt order), the block, its tokens, and how many chunks had any
+    signal."""
+    found = signals(index, request)
+    total = scores(index, found, request.language)
+    order = sorted(range(len(total)), key=lambda i: (-total[i], index.ids[i]))
+    candidates = int(np.count_nonzero((found.definition + found.imports + found.lexical) > 0))
+    packer = Packer(index, tokenizer, budget, fmt, separator)
+    picked, text, tokens = packer.pack(order, request.file)
+    out = []
+    for i in picked:
+        parts = {
+            "definition": round(float(found.definition[i]), 6),
+            "import": round(float(found.imports[i]), 6),
+            "lexical": round(float(found.lexical[i]), 6),
+            "rank": round(float(index.rank[i]), 6),
+        }
+        out.append(
+            Chosen(
+                id=index.ids[i],
+                path=index.paths[i][0],
+                start_line=index.lines[i][0],
+                end_line=index.lines[i][1],
+                tokens=packer.count(index.texts[i]),
+                score=round(float(total[i]), 6),
+                signals=parts,
+                reason=_reason(i, index, found, parts),
+                text=index.texts[i],
+            )
+        )
+    return out, text, tokens, candidates

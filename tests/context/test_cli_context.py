@@ -1,0 +1,157 @@
+"""`copilot-opt context`: one request, a batch, the overview, and bad input (exit 2, one line,
+nothing written)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from copilot_cli.cli import app
+
+from .conftest import SAMPLE
+
+
+def _run(runner, chunked, *args):
+    base = ["context", str(chunked["chunks"]), "--registry", str(chunked["registry"])]
+    return runner.invoke(app, [*base, "--repo", str(SAMPLE), *args])
+
+
+def test_one_request_with_a_template(runner, chunked, tmp_path):
+    bundle = tmp_path / "bundle"
+    from tests.context.conftest import REPO
+
+    assert (
+        runner.invoke(
+            app, ["compile-templates", str(REPO / "templates"), "-o", str(bundle)]
+        ).exit_code
+        == 0
+    )
+    out = tmp_path / "request.json"
+    args = ["--file", "src/kvstore/server.py", "--cursor", "60:1", "--budget", "300"]
+    result = _run(
+        runner,
+        chunked,
+        *args,
+        "--bundle",
+        str(bundle),
+        "--template",
+        "code-completion",
+        "-o",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    request = json.loads(out.read_text())
+    assert request["format"] == "copilot-opt.context" and request["tokens"] <= 300
+    assert request["tokenizer_fingerprint"] and request["chunks_digest"]
+    assert request["text"] in request["prompt"] and request["snippets"]
+    assert all(s["reason"] for s in request["snippets"])
+    again = tmp_path / "again.json"
+    _run(
+        runner,
+        chunked,
+        *args,
+        "--bundle",
+        str(bundle),
+        "--template",
+        "code-completion",
+        "-o",
+        str(again),
+    )
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_a_batch_gives_one_line_per_request(runner, chunked, tmp_path):
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(
+        json.dumps({"file": "src/kvstore/server.py", "cursor": "60"})
+        + "\n"
+        + json.dumps({"file": "worker/main.go", "prefix": "c := &Compactor{", "budget": 200})
+        + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+    result = _run(runner, chunked, "--requests", str(requests), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["file"] for x in lines] == ["src/kvstore/server.py", "worker/main.go"]
+    assert lines[1]["tokens"] <= 200 and lines[1]["budget"] == 200
+    assert lines[1]["snippets"][-1]["path"] == "worker/compactor.go"
+
+
+def test_static_overview_text(runner, chunked, tmp_path):
+    out = tmp_path / "overview.txt"
+    result = _run(runner, chunked, "--static", "--budget", "120", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_text().startswith("Repository overview")
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["--file", "src/nope.py", "--cursor", "3"], "src/nope.py"),
+        (["--file", "src/kvstore/server.py", "--cursor", "9999"], "cursor"),
+        (["--file", "src/kvstore/server.py", "--cursor", "3:500"], "cursor"),
+        (["--file", "src/kvstore/server.py", "--cursor", "x"], "cursor"),
+        (["--file", "src/kvstore/server.py", "--cursor", "3", "--budget", "3"], "budget"),
+        (["--file", "src/kvstore/server.py", "--cursor", "3", "--budget", "0"], "budget"),
+        (["--file", "src/kvstore/server.py"], "--cursor"),
+        (["--cursor", "3"], "--file"),
+        (["--file", "a.py", "--cursor", "1", "--format", "yaml"], "format"),
+        (
+            ["--file", "src/kvstore/server.py", "--cursor", "3", "--template", "code-completion"],
+            "--template",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(runner, chunked, tmp_path, args, where):
+    out = tmp_path / "out.json"
+    result = _run(runner, chunked, *args, "-o", str(out))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and where in lines[0], result.stderr
+    assert not out.exists()
+
+
+def test_chunks_of_another_tokenizer_are_refused(runner, chunked, tmp_path):
+    from transformers import AutoTokenizer
+
+    from copilot_cli.core.models import SHIPPED_MODEL
+
+    other = AutoTokenizer.from_pretrained(SHIPPED_MODEL)
+    other.add_tokens(["<|another_token|>"])
+    other.save_pretrained(tmp_path / "other")
+    args = [
+        "--file",
+        "src/kvstore/server.py",
+        "--cursor",
+        "3",
+        "--tokenizer",
+        str(tmp_path / "other"),
+    ]
+    result = _run(runner, chunked, *args)
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "chunks.jsonl" in result.stderr and "tokenizer" in result.stderr
+
+
+def test_a_registry_of_other_chunks_is_refused(runner, chunked, tmp_path):
+    edited = tmp_path / "chunks.jsonl"
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+
+    chunk_repository(ChunkOptions(repos=(SAMPLE,), out=edited, max_tokens=200, jobs=1))
+    result = runner.invoke(
+        app,
+        [
+            "context",
+            str(edited),
+            "--registry",
+            str(chunked["registry"]),
+            "--repo",
+            str(SAMPLE),
+            "--file",
+            "src/kvstore/server.py",
+            "--cursor",
+            "3",
+        ],
+    )
+    assert result.exit_code == 2 and "another chunks file" in result.stderr

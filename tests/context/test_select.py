@@ -1,0 +1,146 @@
+"""Choosing context: the budget is never exceeded (recounted), the output is deterministic,
+definitions are found across files in each chunked language, imports are followed, the file
+itself is never repeated, a stale or damaged index is rebuilt."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from copilot_cli.context import ContextOptions, open_session, select_context
+
+from .conftest import SAMPLE
+
+
+def _count(session, text: str) -> int:
+    return len(session.tokenizer(text, add_special_tokens=False).input_ids)
+
+
+def _at(session, file: str, line: int, budget: int = 1024, **kw):
+    text = (SAMPLE / file).read_text()
+    options = ContextOptions(file=file, text=text, cursor=(line, None), budget=budget, **kw)
+    return session.select(options)
+
+
+def _line_of(file: str, needle: str) -> int:
+    lines = (SAMPLE / file).read_text().split("\n")
+    return next(k for k, line in enumerate(lines, 1) if needle in line) + 1
+
+
+SOURCES = [
+    "src/kvstore/server.py",
+    "src/kvstore/lru.py",
+    "client/src/client.ts",
+    "worker/main.go",
+    "worker/compactor.go",
+    "hashring/src/lib.rs",
+    "tests/test_lru.py",
+]
+
+
+@pytest.mark.parametrize("budget", [40, 128, 512, 2048])
+def test_the_budget_is_never_exceeded_by_a_recount(session, budget):
+    checked = 0
+    for file in SOURCES:
+        lines = (SAMPLE / file).read_text().count("\n") + 1
+        for line in range(1, lines + 1, 9):
+            result = _at(session, file, line, budget)
+            assert result.tokens == _count(session, result.text) <= budget, (file, line)
+            assert all(file != s.path for s in result.snippets)
+            checked += 1
+    assert checked > 50
+
+
+def test_deterministic_and_the_same_from_a_cached_index(chunked, session):
+    first = _at(session, "src/kvstore/server.py", 60).to_dict()
+    again = open_session(chunked["chunks"], chunked["registry"])  # index read from the cache
+    assert json.dumps(first, sort_keys=True) == json.dumps(
+        _at(again, "src/kvstore/server.py", 60).to_dict(), sort_keys=True
+    )
+    assert first["snippets"] and first["tokens"] <= 1024
+
+
+@pytest.mark.parametrize(
+    ("file", "needle", "defined_in", "name"),
+    [
+        ("src/kvstore/server.py", "FrameReader()", "src/kvstore/protocol.py", "FrameReader"),
+        ("client/src/client.ts", "withRetry(", "client/src/retry.ts", "withRetry"),
+        ("worker/main.go", "compactor.Run()", "worker/compactor.go", "Compactor"),
+    ],
+)
+def test_definitions_are_found_across_files(session, file, needle, defined_in, name):
+    result = _at(session, file, _line_of(file, needle), budget=1024)
+    hits = [s for s in result.snippets if s.path == defined_in and s.signals["definition"] > 0]
+    assert hits, [(s.path, s.reason) for s in result.snippets]
+    assert any(name in s.text for s in hits)
+    assert any("defines" in s.reason for s in hits)
+
+
+def test_python_and_typescript_imports_are_followed(session):
+    result = _at(session, "src/kvstore/server.py", 20, budget=2048)
+    imported = {s.path for s in result.snippets if s.signals["import"] > 0}
+    assert {"src/kvstore/config.py", "src/kvstore/protocol.py"} <= imported
+    result = _at(session, "client/src/client.ts", 6, budget=2048)
+    imported = {s.path for s in result.snippets if s.signals["import"] > 0}
+    assert {"client/src/codec.ts", "client/src/retry.ts"} & imported
+
+
+def test_prefix_and_suffix_like_an_editor_sends_them(session):
+    text = (SAMPLE / "src/kvstore/server.py").read_text()
+    cut = text.index("FrameReader()")
+    by_cursor = session.select(
+        ContextOptions(file="src/kvstore/server.py", prefix=text[:cut], suffix=text[cut:])
+    )
+    assert any(s.path == "src/kvstore/protocol.py" for s in by_cursor.snippets)
+
+
+def test_another_language_ranks_below_the_files_own(session):
+    """`Frame` is defined in Python and in TypeScript: a Python file gets the Python one."""
+    result = _at(session, "src/kvstore/server.py", 60, budget=400)
+    assert result.snippets and result.snippets[-1].path.endswith(".py")
+
+
+def test_a_rechunked_repository_gets_a_new_index(tmp_path):
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+
+    repo = shutil.copytree(SAMPLE, tmp_path / "repo")
+    out = {"out": tmp_path / "c.jsonl", "registry": tmp_path / "r.json"}
+    chunk_repository(ChunkOptions(repos=(repo,), jobs=1, **out))
+    options = dict(chunks=out["out"], registry=out["registry"], file="worker/main.go")
+    before = select_context(ContextOptions(**options, prefix="x := ShardPlanner(", budget=256))
+    assert not any("ShardPlanner" in s.text for s in before.snippets)
+    (repo / "worker" / "planner.go").write_text(
+        "package main\n\n// ShardPlanner spreads keys over shards.\n"
+        "func ShardPlanner(shards int) []int {\n\treturn make([]int, shards)\n}\n"
+    )
+    chunk_repository(ChunkOptions(repos=(repo,), jobs=1, **out))
+    after = select_context(ContextOptions(**options, prefix="x := ShardPlanner(", budget=256))
+    assert after.snippets[-1].path == "worker/planner.go"
+    assert "ShardPlanner" in after.snippets[-1].reason
+
+
+def test_a_damaged_index_cache_entry_is_rebuilt(chunked, session):
+    from copilot_cli.context.index import index_key
+    from copilot_cli.core.fingerprints import cache_dir
+
+    key = index_key(session.header, session.registry)
+    path = cache_dir() / "context" / f"{key}.json"
+    assert path.is_file()
+    path.write_bytes(path.read_bytes()[:-10] + b"0000000000")
+    again = open_session(chunked["chunks"], chunked["registry"])
+    assert again.index.ids == session.index.ids and again.index.defs == session.index.defs
+    digest, _, body = path.read_bytes().partition(b"\n")
+    import hashlib
+
+    assert digest.decode() == hashlib.sha256(body).hexdigest()  # written again, intact
+
+
+def test_the_overview_fits_its_budget_and_names_central_definitions(session):
+    from copilot_cli.context import OverviewOptions
+
+    result = session.overview(OverviewOptions(budget=150))
+    assert result.tokens == _count(session, result.text) <= 150
+    assert result.entries and "Opcode" in result.text
+    assert session.overview(OverviewOptions(budget=150)).text == result.text
