@@ -18,14 +18,20 @@ def smollm2_prepared(tmp_path_factory):
 
     if not instruments.available():
         pytest.skip(f"no real instruments in {instruments.root()} (make real-models)")
-    from copilot_cli import CompileOptions, PrefillOptions, compile_templates, prefill_kv
+    from copilot_cli import (
+        CompileOptions,
+        ModelSpec,
+        PrefillOptions,
+        compile_templates,
+        prefill_kv,
+    )
     from copilot_cli.kv import KVCacheDir
     from copilot_cli.prompts import load_bundle
 
     model = instruments.root() / instruments.SMOLLM2
     root = tmp_path_factory.mktemp("smollm2")
     compile_templates(CompileOptions(REPO / "templates", root / "bundle", tokenizer=str(model)))
-    prefill_kv(PrefillOptions(out=root / "kv", bundle=root / "bundle", model=str(model)))
+    prefill_kv(PrefillOptions(out=root / "kv", bundle=root / "bundle", model=ModelSpec(str(model))))
     bundle = load_bundle(root / "bundle")
     kv = KVCacheDir(root / "kv")
     cases = []

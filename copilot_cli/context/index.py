@@ -18,7 +18,17 @@ import orjson
 from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.fingerprints import cache_dir
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+# Definitions tree-sitter's entities miss in JavaScript/TypeScript: `exports.f = function`,
+# `obj.f = function`, `X.prototype.f = function`, `const f = (...) =>` / `= function`.
+_JS_DEFINES = re.compile(
+    r"^[ \t]*(?:(?:module\.)?exports|[A-Za-z_$][\w$]*(?:\.prototype)?)\.([A-Za-z_$][\w$]*)\s*="
+    r"\s*(?:async\s+)?function\b"
+    r"|^[ \t]*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?"
+    r"(?:function\b|\([^)]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)",
+    re.M,
+)
+_JS = ("javascript", "typescript", "tsx")
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Words of the languages themselves (and very common names): never a query or a definition.
@@ -66,6 +76,16 @@ class ContextIndex:
     doc_len: np.ndarray
     texts: list[str]
 
+    def names_of(self, i: int) -> list[str]:
+        """The names chunk `i` defines, in the order the registry lists them."""
+        if not hasattr(self, "_names"):
+            names: dict[int, list[str]] = {}
+            for name, chunks in self.defs.items():
+                for k in chunks:
+                    names.setdefault(k, []).append(name)
+            object.__setattr__(self, "_names", names)
+        return self._names.get(i, [])  # type: ignore[attr-defined]
+
     def bm25(self, query: dict[str, float], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
         """BM25 of every chunk for weighted query terms."""
         scores = np.zeros(len(self.ids), dtype=np.float64)
@@ -109,6 +129,13 @@ def load_index(
     return _from_data(data, [c["text"] for c in chunks])
 
 
+def _defined_names(chunk: dict[str, Any]) -> list[str]:
+    names = [e["name"] for e in chunk.get("entities", [])]
+    if chunk.get("language") in _JS:
+        names += [a or b for a, b in _JS_DEFINES.findall(chunk["text"])]
+    return list(dict.fromkeys(names))
+
+
 def build_index_data(
     key: str, chunks: list[dict[str, Any]], registry: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -121,9 +148,9 @@ def build_index_data(
     postings: dict[str, dict[int, int]] = {}
     doc_len = []
     for i, chunk in enumerate(chunks):
-        for entity in chunk.get("entities", []):
-            if len(entity["name"]) >= 2 and entity["name"].lower() not in STOP:
-                defs.setdefault(entity["name"], []).append(i)
+        for name in _defined_names(chunk):
+            if len(name) >= 2 and name.lower() not in STOP:
+                defs.setdefault(name, []).append(i)
         for location in chunk["locations"]:
             files.setdefault(location["path"], []).append(i)
             language_of[location["path"]] = chunk.get("language")

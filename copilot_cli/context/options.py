@@ -102,6 +102,8 @@ class Chosen:
     signals: dict[str, float]
     reason: str
     text: str = field(repr=False)
+    kind: str = "chunk"  # "chunk": the whole chunk; "signatures": definition lines of a file
+    chunks: list[str] = field(default_factory=list)  # "signatures": the chunks they come from
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__}

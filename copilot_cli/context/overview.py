@@ -9,7 +9,7 @@ from typing import Any
 from copilot_cli.context.index import ContextIndex
 from copilot_cli.context.render import render_overview
 
-_SIGNATURE_END = re.compile(r"[:{]\s*$|\)\s*$|=>\s*$")
+_SIGNATURE_END = re.compile(r"[:{};]\s*$|\)\s*$|=>\s*$")
 _DOC = re.compile(
     r'^\s*(?:[rbuRBU]?"""|[rbuRBU]?\'\'\'|///?|/\*\*?|#|\*)\s*(.*?)\s*(?:"""|\'\'\'|\*/)?$'
 )
@@ -27,13 +27,20 @@ def _definition_line(lines: list[str], name: str) -> int | None:
     functions) the name followed by `(` at the start of a statement."""
     keyword = re.compile(rf"\b{_KEYWORDS}\s+(?:\([^)]*\)\s*)?[\w*&\s]*?\b{re.escape(name)}\b")
     call_like = re.compile(rf"^\s*(?:[\w<>\[\],*&:]+\s+)*{re.escape(name)}\s*\(")
-    for pattern in (keyword, call_like):
+    assigned = re.compile(rf"^\s*[\w$.]*\b{re.escape(name)}\s*=\s*(?:async\s+)?(?:function|\()")
+    for pattern in (keyword, call_like, assigned):
         for k, line in enumerate(lines):
             if line.lstrip().startswith(("#", "//", "*", "/*")):
                 continue
             if pattern.search(line):
                 return k
     return None
+
+
+def signature_line(text: str, name: str) -> str | None:
+    """The signature of `name` in a chunk's text on one line (continuation lines joined)."""
+    found = signature(text, name)
+    return found[0] if found else None
 
 
 def signature(text: str, name: str) -> tuple[str, str] | None:

@@ -11,10 +11,13 @@ import numpy as np
 from copilot_cli.context.imports import imports_of, resolve
 from copilot_cli.context.index import STOP, ContextIndex, terms_of
 from copilot_cli.context.options import WEIGHTS, Chosen
+from copilot_cli.context.overview import signature_line
 from copilot_cli.context.render import render_block, snippet_text
 
 NEAR_BEFORE, NEAR_AFTER = 30, 10  # lines around the cursor the query is made of
 SCAN = 512  # chunks considered for packing, strongest first
+WHOLE_SHARE = 0.5  # of the budget for whole chunks; the rest: signatures of the next ones
+MAX_SIGNATURES = 6  # per chunk
 DEFINITION_REST = 0.25  # weight of a chunk's other used definitions after its closest one
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _DEFINES = r"(?:def|class|func|function|fn|struct|enum|trait|interface|type|const|let|var)\s+"
@@ -71,6 +74,12 @@ def signals(index: ContextIndex, request: Request) -> Signals:
             found.named.setdefault(i, []).append(name)
     for i, top in best.items():  # the closest name counts fully, the others a quarter
         definition[i] = top + DEFINITION_REST * (definition[i] - top)
+    if request.language == "go":  # a Go package is its folder: every file of it is in scope
+        folder = request.file.rpartition("/")[0]
+        for path, chunks in index.files.items():
+            if path != request.file and path.rpartition("/")[0] == folder:
+                for i in chunks:
+                    imported[i] = max(imported[i], 0.4)
     for spec, names in imports_of(whole, request.language):
         for path in resolve(spec, request.language, request.file, index.files):
             if path == request.file:
@@ -156,35 +165,80 @@ class Packer:
             self._header_cost[path] = self.count(snippet_text(path, "", self.fmt, self.separator))
         return self._header_cost[path]
 
-    def pack(self, order: list[int], file: str) -> tuple[list[int], str, int]:
-        """Greedy by score over the strongest SCAN chunks, costed by their recorded token
-        counts (header + text: never below the text's); then the exact recount."""
-        chosen: list[int] = []
+    def pack(self, order: list[int], file: str) -> Packed:
+        """Whole chunks, greedy by score, into WHOLE_SHARE of the budget (costed by their
+        recorded token counts plus the header); then the signatures of the next-strongest
+        chunks' definitions, one snippet per file, into the rest; then the exact recount."""
+        packed = Packed()
         used = self.count(render_block([], self.fmt, self.separator, intro_only=True))
-        seen = set()
+        seen: set[str] = set()
         for i in order[:SCAN]:
             if file in self.index.paths[i] or self.index.ids[i] in seen:
                 continue
             cost = self.index.tokens[i] + self.header_cost(self.index.paths[i][0])
-            if used + cost > self.budget:
+            if used + cost > self.budget * WHOLE_SHARE:
                 continue
-            chosen.append(i)
+            packed.whole.append(i)
             used += cost
             seen.update((self.index.near[i] or self.index.ids[i], self.index.ids[i]))
-        return self.exact(chosen)
+        for i in order[:SCAN]:
+            if file in self.index.paths[i] or self.index.ids[i] in seen:
+                continue
+            used = self._add_signatures(packed, i, used)
+        return self.exact(packed)
 
-    def exact(self, chosen: list[int]) -> tuple[list[int], str, int]:
+    def _add_signatures(self, packed: Packed, i: int, used: int) -> int:
+        path = self.index.paths[i][0]
+        for name in self.index.names_of(i)[:MAX_SIGNATURES]:
+            line = signature_line(self.index.texts[i], name)
+            lines = packed.signatures.get(path, [])
+            if line is None or line in lines:
+                continue
+            cost = self.count(line + "\n") + (0 if lines else self.header_cost(path))
+            if used + cost <= self.budget:
+                packed.signatures.setdefault(path, []).append(line)
+                packed.sources.setdefault(path, []).append(i)
+                used += cost
+        return used
+
+    def items(self, packed: Packed) -> list[tuple[str, str]]:
+        """Prompt order: signature snippets, then whole chunks weakest first (the strongest
+        nearest the code)."""
+        out = [(path, "\n".join(lines)) for path, lines in packed.signatures.items()]
+        out += [(self.index.paths[i][0], self.index.texts[i]) for i in reversed(packed.whole)]
+        return out
+
+    def exact(self, packed: Packed) -> Packed:
         while True:
-            ordered = list(reversed(chosen))  # weakest first: the strongest nearest the code
-            text = render_block(
-                [(self.index.paths[i][0], self.index.texts[i]) for i in ordered],
-                self.fmt,
-                self.separator,
-            )
-            tokens = self.count(text)
-            if tokens <= self.budget or not chosen:
-                return ordered, text, tokens
-            chosen = chosen[:-1]
+            packed.text = render_block(self.items(packed), self.fmt, self.separator)
+            packed.tokens = self.count(packed.text)
+            if packed.tokens <= self.budget or packed.empty:
+                return packed
+            packed.drop_weakest()
+
+
+@dataclass
+class Packed:
+    whole: list[int] = field(default_factory=list)  # strongest first
+    signatures: dict[str, list[str]] = field(default_factory=dict)  # path -> lines, in order
+    sources: dict[str, list[int]] = field(default_factory=dict)  # path -> chunks, per line
+    text: str = ""
+    tokens: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.whole and not self.signatures
+
+    def drop_weakest(self) -> None:
+        """The last signature line added goes first, then the weakest whole chunk."""
+        if self.signatures:
+            path = next(reversed(self.signatures))
+            self.signatures[path].pop()
+            self.sources[path].pop()
+            if not self.signatures[path]:
+                del self.signatures[path], self.sources[path]
+        else:
+            self.whole.pop()
 
 
 def choose(
@@ -197,15 +251,13 @@ def choose(
     order = sorted(range(len(total)), key=lambda i: (-total[i], index.ids[i]))
     candidates = int(np.count_nonzero((found.definition + found.imports + found.lexical) > 0))
     packer = Packer(index, tokenizer, budget, fmt, separator)
-    picked, text, tokens = packer.pack(order, request.file)
-    out = []
-    for i in picked:
-        parts = {
-            "definition": round(float(found.definition[i]), 6),
-            "import": round(float(found.imports[i]), 6),
-            "lexical": round(float(found.lexical[i]), 6),
-            "rank": round(float(index.rank[i]), 6),
-        }
+    packed = packer.pack(order, request.file)
+    out = [
+        _signatures_chosen(index, found, total, path, lines, packed.sources[path], packer)
+        for path, lines in packed.signatures.items()
+    ]
+    for i in reversed(packed.whole):
+        parts = _parts(index, found, i)
         out.append(
             Chosen(
                 id=index.ids[i],
@@ -219,4 +271,40 @@ def choose(
                 text=index.texts[i],
             )
         )
-    return out, text, tokens, candidates
+    return out, packed.text, packed.tokens, candidates
+
+
+def _parts(index: ContextIndex, found: Signals, i: int) -> dict[str, float]:
+    return {
+        "definition": round(float(found.definition[i]), 6),
+        "import": round(float(found.imports[i]), 6),
+        "lexical": round(float(found.lexical[i]), 6),
+        "rank": round(float(index.rank[i]), 6),
+    }
+
+
+def _signatures_chosen(
+    index: ContextIndex,
+    found: Signals,
+    total: np.ndarray,
+    path: str,
+    lines: list[str],
+    sources: list[int],
+    packer: Packer,
+) -> Chosen:
+    best = max(sources, key=lambda i: total[i])
+    text = "\n".join(lines)
+    return Chosen(
+        id=index.ids[best],
+        path=path,
+        start_line=min(index.lines[i][0] for i in sources),
+        end_line=max(index.lines[i][1] for i in sources),
+        tokens=packer.count(text),
+        score=round(float(total[best]), 6),
+        signals=_parts(index, found, best),
+        reason="signatures only (the budget's rest): "
+        + _reason(best, index, found, {"lexical": float(found.lexical[best])}),
+        text=text,
+        kind="signatures",
+        chunks=sorted(dict.fromkeys(index.ids[i] for i in sources)),
+    )

@@ -29,7 +29,7 @@ TOKENIZERS = {
     "codellama-spm": "llama-spm",
 }
 STAMP = "READY.json"
-PREPARATION = 2  # bump when what `prepare` writes changes: older caches are redone
+PREPARATION = 3  # bump when what `prepare` writes changes: older caches are redone
 _SEPARATOR = "\n__ggml_vocab_test__\n"
 
 
@@ -155,8 +155,13 @@ def _prepare_model(gguf: Path, target: Path) -> str:
 
     loaded = load_gguf_model(gguf, None)
     staging = _staging(target)
-    # save_pretrained refuses a model loaded from GGUF: a fresh one built from its config
-    fresh = AutoModelForCausalLM.from_config(loaded.config)
+    # save_pretrained refuses a model loaded from GGUF: a fresh one built from its config,
+    # which no longer says the weights are GGUF-quantized (they are dequantized float now;
+    # vLLM would look for a GGUF file)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    fresh = AutoModelForCausalLM.from_config(config)
     fresh.load_state_dict(loaded.state_dict())
     fresh.save_pretrained(staging)
     _save_tokenizer(load_gguf_tokenizer(gguf), staging)

@@ -155,3 +155,24 @@ def test_a_registry_of_other_chunks_is_refused(runner, chunked, tmp_path):
         ],
     )
     assert result.exit_code == 2 and "another chunks file" in result.stderr
+
+
+def test_render_takes_a_context_result(runner, chunked, tmp_path):
+    from tests.context.conftest import REPO
+
+    bundle = tmp_path / "bundle"
+    runner.invoke(app, ["compile-templates", str(REPO / "templates"), "-o", str(bundle)])
+    request = tmp_path / "request.json"
+    args = ["--file", "src/kvstore/server.py", "--cursor", "60:1", "--budget", "300"]
+    assert _run(runner, chunked, *args, "-o", str(request)).exit_code == 0
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"language": "python", "code_before": "x = "}))
+    render = ["render", str(bundle), "code-completion", "-i", str(inputs)]
+    plain = runner.invoke(app, render)
+    with_context = runner.invoke(app, [*render, "--context", str(request)])
+    assert plain.exit_code == 0 and with_context.exit_code == 0, with_context.output
+    block = json.loads(request.read_text())["text"]
+    assert block and block in with_context.stdout and block not in plain.stdout
+    inputs.write_text("{}")
+    bad = runner.invoke(app, [*render[:-1], str(request), "--context", str(inputs)])
+    assert bad.exit_code == 2 and "not a result of copilot-opt context" in bad.stderr

@@ -144,3 +144,38 @@ def test_the_overview_fits_its_budget_and_names_central_definitions(session):
     assert result.tokens == _count(session, result.text) <= 150
     assert result.entries and "Opcode" in result.text
     assert session.overview(OverviewOptions(budget=150)).text == result.text
+
+
+def test_the_budget_left_after_whole_chunks_holds_signatures_of_the_next(session):
+    result = _at(session, "src/kvstore/server.py", 60, budget=1024)
+    kinds = [s.kind for s in result.snippets]
+    assert "chunk" in kinds and "signatures" in kinds
+    # signatures first, whole chunks after them (the strongest nearest the code)
+    assert kinds == sorted(kinds, key=lambda k: k == "chunk")
+    for snippet in result.snippets:
+        if snippet.kind == "signatures":
+            assert snippet.chunks and snippet.path != "src/kvstore/server.py"
+            lines = snippet.text.split("\n")
+            assert all(line.strip() for line in lines) and len(lines) == len(set(lines))
+            # each line is a definition's first line, found in the file it names
+            source = (SAMPLE / snippet.path).read_text()
+            assert all(line.split("(")[0].strip() in source for line in lines)
+
+
+def test_javascript_assigned_functions_are_definitions():
+    from copilot_cli.context.index import _defined_names
+    from copilot_cli.context.overview import signature_line
+
+    text = (
+        "res.send = function send(body) {\n  return body\n}\n"
+        "exports.parse = async function (s) {}\n"
+        "const merge = (a, b) => ({ ...a, ...b })\n"
+        "App.prototype.listen = function listen() {}\n"
+        "const limit = 10\n"
+    )
+    names = _defined_names({"language": "javascript", "text": text, "entities": []})
+    assert names == ["send", "parse", "merge", "listen"]
+    assert _defined_names({"language": "python", "text": text, "entities": []}) == []
+    line = signature_line(text, "parse")
+    assert line is not None and line.startswith("exports.parse = async function (s)")
+    assert "merge" not in line  # a one-line definition does not run into the next
