@@ -9,6 +9,7 @@ from copilot_cli.context.options import (
     OverviewResult,
 )
 from copilot_cli.context.render import render_block
+from copilot_cli.context.requests import overview_prefix, overview_prefixes
 from copilot_cli.context.session import (
     ContextSession,
     open_session,
@@ -24,6 +25,8 @@ __all__ = [
     "OverviewOptions",
     "OverviewResult",
     "open_session",
+    "overview_prefix",
+    "overview_prefixes",
     "render_block",
     "repository_overview",
     "select_context",

@@ -82,7 +82,7 @@ class OverviewOptions:
     registry: Path | None = setting(None, yaml=False)
     top: int = 40
     budget: int = 1024
-    tokenizer: str | None = None
+    tokenizer: str | None = setting(None, yaml=False)
 
     def __post_init__(self) -> None:
         require_count(self.top, "top", low=1)

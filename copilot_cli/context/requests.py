@@ -222,3 +222,31 @@ def context_inputs(path: Path) -> dict[str, Any]:
     raise InputError(
         "not a result of copilot-opt context (-o request.json, or --static --json)", where=str(path)
     )
+
+
+def overview_prefixes(
+    options: OverviewOptions, bundle: Path, folder: Path, tokenizer: Any
+) -> tuple[Any, list[Path]]:
+    """The overview (folder/overview.json) and, for every template of `bundle` that takes an
+    `overview`, its static text + the overview (folder/TEMPLATE.txt): what `build` writes and
+    prefills. Returns the overview and the prefix files."""
+    import json
+
+    from copilot_cli.context.session import open_session
+    from copilot_cli.core.artifacts import write_bytes
+    from copilot_cli.prompts import load_bundle
+
+    session = open_session(options.chunks, options.registry, tokenizer)
+    result = session.overview(options)
+    folder.mkdir(parents=True, exist_ok=True)
+    body = json.dumps(result.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_bytes(folder / "overview.json", body.encode("utf-8"))
+    written = []
+    loaded = load_bundle(bundle)
+    for name in loaded.templates():
+        schema = loaded.entry(name).get("schema") or {}
+        if "overview" in schema.get("properties", {}) and result.text:
+            path = folder / f"{name}.txt"
+            write_bytes(path, overview_prefix(bundle, name, result.text).encode("utf-8"))
+            written.append(path)
+    return result, written

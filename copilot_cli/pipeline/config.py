@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.chunking.options import ChunkOptions
+from copilot_cli.context.options import OverviewOptions
 from copilot_cli.core.cluster import check_target
 from copilot_cli.core.config_file import load_config
 from copilot_cli.core.errors import InputError
@@ -32,11 +33,12 @@ SECTIONS: dict[str, type] = {
     "compile_templates": CompileOptions,
     "prefill_kv": PrefillOptions,
     "chunk": ChunkOptions,
+    "context": OverviewOptions,
     "quantize": QuantizeOptions,
     "prune": PruneOptions,
     "regress": RegressOptions,
 }
-SWITCHED = ("prefill_kv", "chunk", "quantize", "regress")  # sections with `enabled`
+SWITCHED = ("prefill_kv", "chunk", "context", "quantize", "regress")  # sections with `enabled`
 TOP_LEVEL: dict[str, Any] = {
     "model": None,  # None = the default model (the shipped tiny code model)
     "device": "cpu",
@@ -51,6 +53,7 @@ PIPELINE_DEFAULTS: dict[str, dict[str, Any]] = {
     "quantize": {"corpus": None, "prompts": None},  # null: the repositories and templates /
     # the regress prompts
     "prune": {"rate": 0.5},
+    "context": {"enabled": False, "budget": 512},  # the repository overview: opt-in
     "regress": {
         "prompts": "sample_data/prompts.jsonl",
         "variants": ["q8=quant={quant}", "cached=kv={kv}", "kv-int8=kv-dtype=int8"],
@@ -107,6 +110,7 @@ class BuildConfig:
     compile: CompileOptions
     prefill: PrefillOptions | None  # None: the step is switched off
     chunks: tuple[ChunkOptions, ...]
+    overviews: tuple[OverviewOptions, ...]  # one per repository (needs chunk)
     quantize: QuantizeOptions | None
     prune: PruneOptions
     regress: RegressOptions | None
@@ -224,6 +228,18 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
             fixed={"out": out / "kv", "bundle": None, "model": model, "ray": ray},
         )
     chunks = _chunks(raw, base, out, model, repositories, ray)
+    overviews = ()
+    if _enabled(raw, "context") and chunks:
+        overviews = tuple(
+            from_mapping(
+                OverviewOptions,
+                _section(raw, "context"),
+                base=base,
+                option="context",
+                fixed={"chunks": c.out, "registry": c.registry, "tokenizer": model.name_or_path},
+            )
+            for c in chunks
+        )
     prune = from_mapping(PruneOptions, raw["prune"], base=base, option="prune")
     quantize = _quantize(raw, base, out, model, templates, repositories)
     regress = _regress(raw, base, out, model, prune, ray)
@@ -235,6 +251,7 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
         compile=compile_options,
         prefill=prefill,
         chunks=chunks,
+        overviews=overviews,
         quantize=quantize,
         prune=prune,
         regress=regress,

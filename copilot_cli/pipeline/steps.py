@@ -187,6 +187,46 @@ class ChunkStep(Step):
         )
 
 
+class ContextStep(Step):
+    """The repository overview, each overview-taking template's static text + the overview
+    (one static prefix per template and repository), and, with prefill-kv on, their KV."""
+
+    def __init__(self, config: BuildConfig, options: Any) -> None:
+        self.options = options
+        self.bundle = config.compile.out
+        self.prefill = config.prefill
+        repo = options.chunks.stem
+        self.name = f"context:{repo}"
+        self.needs = ("compile-templates", f"chunk:{repo}")
+        self.folder = options.chunks.parent.parent / "context" / repo
+        self.outputs = (self.folder,)
+
+    def inputs(self, ctx: Context) -> dict[str, Any]:
+        files = [self.options.chunks, self.options.registry]
+        return {
+            **ctx.base_inputs(self.options),
+            "bundle": digest(tree_hashes(self.bundle)) if self.bundle.exists() else None,
+            "chunks": [file_sha(p) if p is not None and p.exists() else None for p in files],
+            "prefill": digest(to_jsonable(self.prefill)) if self.prefill else None,
+        }
+
+    def run(self, ctx: Context) -> StepOutcome:
+        from copilot_cli.context import overview_prefixes
+
+        result, written = overview_prefixes(self.options, self.bundle, self.folder, ctx.tokenizer())
+        summary = {"definitions": len(result.entries), "tokens": result.tokens}
+        summary["prefixes"] = sorted(p.stem for p in written)
+        if self.prefill is None or not written:
+            return StepOutcome(summary)
+        from copilot_cli.kv import prefill_kv
+
+        options = replace(self.prefill, out=self.folder / "kv", texts=tuple(written))
+        kv = prefill_kv(options, ctx.loaded())
+        summary["prefix_tokens"] = kv.sum_prefix_tokens
+        failures = [f"prefill-kv --verify failed for {', '.join(kv.failures)}"]
+        return StepOutcome(summary, failures if kv.failures else [])
+
+
 class QuantizeStep(Step):
     name = "quantize"
 
@@ -266,6 +306,7 @@ def make_steps(config: BuildConfig) -> list[Step]:
         steps.append(PrefillStep(config))
         upstream["prefill-kv"] = config.prefill.out
     steps.extend(ChunkStep(options) for options in config.chunks)
+    steps.extend(ContextStep(config, options) for options in config.overviews)
     if config.quantize is not None:
         steps.append(QuantizeStep(config))
         upstream["quantize"] = config.quantize.out

@@ -184,3 +184,36 @@ def test_interrupted_build_resumes_from_finished_steps(tmp_path):
     for name in ("compile-templates", "prefill-kv", "quantize", "chunk:repo"):
         assert resumed[name].action == "skipped", name
     assert resumed["regress"].action == ("ran" if proc.returncode == 130 else "skipped")
+
+
+def test_the_context_section_writes_overview_prefixes_and_their_kv(tmp_path):
+    from copilot_cli.kv import KVCacheDir
+    from copilot_cli.prompts import load_bundle
+
+    config = _project(
+        tmp_path,
+        context={"enabled": True, "budget": 128},
+        quantize={"enabled": False},
+        regress={"enabled": False},
+    )
+    out = tmp_path / "build"
+    first = _steps(run_build(BuildOptions(config, out)))
+    assert first["context:repo"].action == "ran"
+    folder = out / "context" / "repo"
+    overview = json.loads((folder / "overview.json").read_text())
+    assert overview["format"] == "copilot-opt.repository-overview" and overview["tokens"] <= 128
+    bundle = load_bundle(out / "templates")
+    prefixes = sorted(folder.glob("*.txt"))
+    assert {p.stem for p in prefixes} == {
+        n for n in bundle.templates() if "overview" in bundle.entry(n)["schema"]["properties"]
+    }
+    for path in prefixes:  # the template's static prefix, then the overview
+        text = path.read_text()
+        assert text.startswith(bundle.static_prefix(path.stem)) and text.endswith(overview["text"])
+    kv = KVCacheDir(folder / "kv")
+    assert sorted(kv.names()) == sorted(p.name for p in prefixes)
+    again = _steps(run_build(BuildOptions(config, out)))
+    assert again["context:repo"].action == "skipped"
+    (tmp_path / "repo" / "lru.py").write_text("def renamed():\n    return 1\n")
+    third = _steps(run_build(BuildOptions(config, out)))
+    assert third["chunk:repo"].action == "ran" and third["context:repo"].action == "ran"
