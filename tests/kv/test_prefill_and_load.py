@@ -149,6 +149,17 @@ def test_generate_with_prefix_is_token_identical(shipped, tmp_path):
         for kv in (tmp_path / "kv", store):
             cached = generate_with_prefix(model, tok, bundle, kv, name, inputs, **kwargs)
             assert cached.tolist() == plain.tolist()
+    # repository context comes after the static prefix: the same cached prefix serves it
+    context = [{"path": "src/stats.py", "text": "def total(xs):\n    return sum(xs)"}]
+    inputs = {"language": "python", "code_before": "def mean(xs):\n"}
+    text = bundle.render("code-completion", **inputs, context=context)
+    assert "def total(xs)" in text
+    ids = torch.tensor([prompt_ids(tok, text, add_special=True)])
+    plain = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+    cached = generate_with_prefix(
+        model, tok, bundle, store, "code-completion", inputs, context=context, **kwargs
+    )
+    assert cached.tolist() == plain.tolist()
 
 
 def test_fingerprint_mismatch_names_both(tiny_llama_dir, gpt2_dir, tmp_path):
