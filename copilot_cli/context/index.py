@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,18 +44,27 @@ _WORDS = (
 STOP = frozenset(_WORDS.split())
 
 
-def terms_of(text: str) -> list[str]:
-    """Lowercased identifiers and their parts (snake_case and camelCase split), stop words out."""
-    out = []
-    for name in _IDENT.findall(text):
+_TERMS: dict[str, tuple[str, ...]] = {}  # identifier -> its terms (identifiers repeat a lot)
+
+
+def _terms_of_name(name: str) -> tuple[str, ...]:
+    found = _TERMS.get(name)
+    if found is None:
         low = name.lower()
         if low in STOP or len(name) < 2:
-            continue
-        out.append(low)
-        parts = [p.lower() for p in _PARTS.findall(name)]
-        if len(parts) > 1:
-            out += [p for p in parts if len(p) > 2 and p not in STOP]
-    return out
+            found = ()
+        else:
+            parts = [p.lower() for p in _PARTS.findall(name)]
+            extra = [p for p in parts if len(p) > 2 and p not in STOP] if len(parts) > 1 else []
+            found = (low, *extra)
+        if len(_TERMS) < 1_000_000:
+            _TERMS[name] = found
+    return found
+
+
+def terms_of(text: str) -> list[str]:
+    """Lowercased identifiers and their parts (snake_case and camelCase split), stop words out."""
+    return [term for name in _IDENT.findall(text) for term in _terms_of_name(name)]
 
 
 @dataclass
@@ -72,7 +82,7 @@ class ContextIndex:
     defs: dict[str, list[int]]
     files: dict[str, list[int]]
     language_of: dict[str, str | None]
-    postings: dict[str, tuple[np.ndarray, np.ndarray]]
+    postings: dict[str, list[list[int]]]  # term -> [chunk indices, term counts]
     doc_len: np.ndarray
     texts: list[str]
 
@@ -86,6 +96,36 @@ class ContextIndex:
             object.__setattr__(self, "_names", names)
         return self._names.get(i, [])  # type: ignore[attr-defined]
 
+    def memo(self, key: Any, make: Any) -> Any:
+        """A value derived from the index alone, made once per index."""
+        if not hasattr(self, "_memo"):
+            object.__setattr__(self, "_memo", {})
+        store = self._memo  # type: ignore[attr-defined]
+        if key not in store:
+            store[key] = make()
+        return store[key]
+
+    def file_chunks(self, path: str) -> np.ndarray:
+        """The chunks of `path` as an index array."""
+        return self.memo(("file", path), lambda: np.asarray(self.files.get(path, ()), dtype=int))
+
+    def signatures_of(self, i: int, limit: int) -> list[str]:
+        """The signature lines of the first `limit` names chunk `i` defines (memoised: they
+        do not depend on the request)."""
+        if not hasattr(self, "_signatures"):
+            object.__setattr__(self, "_signatures", {})
+        memo = self._signatures  # type: ignore[attr-defined]
+        if i not in memo:
+            from copilot_cli.context.overview import signature_line
+
+            found = (signature_line(self.texts[i], n) for n in self.names_of(i)[:limit])
+            memo[i] = [line for line in found if line is not None]
+        return memo[i]
+
+    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        idx, tf = self.postings[term]
+        return np.asarray(idx, dtype=np.int64), np.asarray(tf, dtype=np.float64)
+
     def bm25(self, query: dict[str, float], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
         """BM25 of every chunk for weighted query terms."""
         scores = np.zeros(len(self.ids), dtype=np.float64)
@@ -93,10 +133,9 @@ class ContextIndex:
         average = float(self.doc_len.mean()) if n else 1.0
         norm = k1 * (1 - b + b * self.doc_len / max(average, 1e-9))
         for term, weight in query.items():
-            hit = self.postings.get(term)
-            if hit is None:
+            if term not in self.postings:
                 continue
-            idx, tf = hit
+            idx, tf = self.memo(("postings", term), lambda t=term: self._posting(t))
             idf = math.log(1 + (n - len(idx) + 0.5) / (len(idx) + 0.5))
             scores[idx] += weight * idf * tf * (k1 + 1) / (tf + norm[idx])
         return scores
@@ -145,7 +184,7 @@ def build_index_data(
     defs: dict[str, list[int]] = {}
     files: dict[str, list[int]] = {}
     language_of: dict[str, str | None] = {}
-    postings: dict[str, dict[int, int]] = {}
+    postings: dict[str, list[list[int]]] = {}
     doc_len = []
     for i, chunk in enumerate(chunks):
         for name in _defined_names(chunk):
@@ -156,9 +195,13 @@ def build_index_data(
             language_of[location["path"]] = chunk.get("language")
         terms = terms_of(chunk["text"])
         doc_len.append(len(terms))
-        for term in terms:
-            row = postings.setdefault(term, {})
-            row[i] = row.get(i, 0) + 1
+        for term, count in Counter(terms).items():
+            row = postings.get(term)
+            if row is None:
+                postings[term] = [[i], [count]]
+            else:
+                row[0].append(i)
+                row[1].append(count)
     return {
         "key": key,
         "ids": [c["id"] for c in chunks],
@@ -171,7 +214,7 @@ def build_index_data(
         "defs": defs,
         "files": files,
         "language_of": language_of,
-        "postings": {t: [list(row), list(row.values())] for t, row in postings.items()},
+        "postings": postings,
         "doc_len": doc_len,
     }
 
@@ -189,10 +232,7 @@ def _from_data(data: dict[str, Any], texts: list[str]) -> ContextIndex:
         defs=data["defs"],
         files=data["files"],
         language_of=data["language_of"],
-        postings={
-            t: (np.asarray(i, dtype=np.int64), np.asarray(f, dtype=np.float64))
-            for t, (i, f) in data["postings"].items()
-        },
+        postings=data["postings"],
         doc_len=np.asarray(data["doc_len"], dtype=np.float64),
         texts=texts,
     )

@@ -22,17 +22,35 @@ _KEYWORDS = (
 )
 
 
+_KEYWORD = re.compile(rf"\b{_KEYWORDS}\s+(?:\([^)]*\)\s*)?")  # (a Go method's receiver)
+_BETWEEN = re.compile(r"[\w*&\s]*")  # modifiers and types between the keyword and the name
+_WORD = re.compile(r"[A-Za-z_$][\w$]*")
+_CALL_LIKE = re.compile(r"^\s*(?:[\w<>\[\],*&:]+\s+)*([A-Za-z_$][\w$]*)\s*\(")
+_ASSIGNED = re.compile(r"^\s*[\w$.]*?([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function|\()")
+
+
+def _after_keyword(line: str, name: str) -> bool:
+    for match in _KEYWORD.finditer(line):
+        between = _BETWEEN.match(line, match.end())
+        if between is not None and name in _WORD.findall(between.group(0)):
+            return True
+    return False
+
+
 def _definition_line(lines: list[str], name: str) -> int | None:
-    """The line defining `name`: a definition keyword before it, or (methods, C-like
-    functions) the name followed by `(` at the start of a statement."""
-    keyword = re.compile(rf"\b{_KEYWORDS}\s+(?:\([^)]*\)\s*)?[\w*&\s]*?\b{re.escape(name)}\b")
-    call_like = re.compile(rf"^\s*(?:[\w<>\[\],*&:]+\s+)*{re.escape(name)}\s*\(")
-    assigned = re.compile(rf"^\s*[\w$.]*\b{re.escape(name)}\s*=\s*(?:async\s+)?(?:function|\()")
-    for pattern in (keyword, call_like, assigned):
+    """The line defining `name`: a definition keyword before it; else (methods, C-like
+    functions) the name followed by `(` at the start of a statement; else (JavaScript) a
+    function assigned to it. Comments are skipped; no pattern is compiled per name."""
+    tests = (
+        lambda line: _after_keyword(line, name),
+        lambda line: (m := _CALL_LIKE.match(line)) is not None and m.group(1) == name,
+        lambda line: (m := _ASSIGNED.match(line)) is not None and m.group(1) == name,
+    )
+    for test in tests:
         for k, line in enumerate(lines):
-            if line.lstrip().startswith(("#", "//", "*", "/*")):
+            if name not in line or line.lstrip().startswith(("#", "//", "*", "/*")):
                 continue
-            if pattern.search(line):
+            if test(line):
                 return k
     return None
 

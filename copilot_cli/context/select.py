@@ -11,16 +11,18 @@ import numpy as np
 from copilot_cli.context.imports import imports_of, resolve
 from copilot_cli.context.index import STOP, ContextIndex, terms_of
 from copilot_cli.context.options import WEIGHTS, Chosen
-from copilot_cli.context.overview import signature_line
 from copilot_cli.context.render import render_block, snippet_text
 
 NEAR_BEFORE, NEAR_AFTER = 30, 10  # lines around the cursor the query is made of
 SCAN = 512  # chunks considered for packing, strongest first
 WHOLE_SHARE = 0.5  # of the budget for whole chunks; the rest: signatures of the next ones
 MAX_SIGNATURES = 6  # per chunk
+SIGNATURE_BLOCK = 64  # chunks whose signature lines are counted in one batch
+SMALLEST_LINE = 3  # tokens: less budget left than this holds no signature line
 DEFINITION_REST = 0.25  # weight of a chunk's other used definitions after its closest one
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _DEFINES = r"(?:def|class|func|function|fn|struct|enum|trait|interface|type|const|let|var)\s+"
+_DEFINED = re.compile(r"\b" + _DEFINES + r"([A-Za-z_$][A-Za-z0-9_$]*)")
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Signals:
     definition: np.ndarray
     imports: np.ndarray
     lexical: np.ndarray
+    related: np.ndarray  # chunks of files that define names this file uses (anywhere)
     named: dict[int, list[str]] = field(default_factory=dict)  # chunk -> names it defines, used
     imported: dict[int, str] = field(default_factory=dict)  # chunk -> module that brought it
 
@@ -60,15 +63,20 @@ def used_names(request: Request) -> dict[str, float]:
 def signals(index: ContextIndex, request: Request) -> Signals:
     n = len(index.ids)
     definition, imported = np.zeros(n), np.zeros(n)
-    found = Signals(definition, imported, np.zeros(n))
+    found = Signals(definition, imported, np.zeros(n), np.zeros(n))
     whole = request.prefix + request.suffix
     best: dict[int, float] = {}
+    files: dict[str, float] = {}
+    defined_here = set(_DEFINED.findall(whole))
     for name, weight in used_names(request).items():
-        targets = [i for i in index.defs.get(name, ()) if request.file not in index.paths[i]]
-        if not targets or re.search(_DEFINES + re.escape(name) + r"\b", whole):
-            continue  # defined nowhere else, or in this file (the prompt has it)
+        if name in defined_here or name not in index.defs:
+            continue  # defined in this file (the prompt has it), or nowhere
+        targets = [i for i in index.defs[name] if request.file not in index.paths[i]]
+        if not targets:
+            continue
         share = weight / len(targets) ** 0.5
         for i in targets:
+            files[index.paths[i][0]] = files.get(index.paths[i][0], 0.0) + share
             best[i] = max(best.get(i, 0.0), share)
             definition[i] += share
             found.named.setdefault(i, []).append(name)
@@ -76,10 +84,13 @@ def signals(index: ContextIndex, request: Request) -> Signals:
         definition[i] = top + DEFINITION_REST * (definition[i] - top)
     if request.language == "go":  # a Go package is its folder: every file of it is in scope
         folder = request.file.rpartition("/")[0]
-        for path, chunks in index.files.items():
+        for path in index.files:
             if path != request.file and path.rpartition("/")[0] == folder:
-                for i in chunks:
-                    imported[i] = max(imported[i], 0.4)
+                chunks = index.file_chunks(path)
+                imported[chunks] = np.maximum(imported[chunks], 0.4)
+    for path, weight in files.items():  # a file this one depends on: its other definitions
+        chunks = index.file_chunks(path)
+        found.related[chunks] = np.maximum(found.related[chunks], weight)
     for spec, names in imports_of(whole, request.language):
         for path in resolve(spec, request.language, request.file, index.files):
             if path == request.file:
@@ -110,9 +121,25 @@ def language_factor(index: ContextIndex, language: str | None) -> np.ndarray:
     if language is None:
         return np.ones(len(index.ids))
     family = FAMILY.get(language, language)
-    return np.asarray(
-        [1.0 if FAMILY.get(x, x) == family else OTHER_LANGUAGE for x in index.languages]
+    return index.memo(
+        ("language", family),
+        lambda: np.asarray(
+            [1.0 if FAMILY.get(x, x) == family else OTHER_LANGUAGE for x in index.languages]
+        ),
     )
+
+
+def strongest(index: ContextIndex, total: np.ndarray, k: int) -> list[int]:
+    """The k highest scores, ties broken by chunk id: what sorting every chunk would give,
+    without sorting every chunk."""
+    if len(total) > k:
+        cut = np.partition(total, len(total) - k)[len(total) - k]
+        picked = np.nonzero(total >= cut)[0]
+    else:
+        picked = np.arange(len(total))
+    id_rank = index.memo("id_rank", lambda: np.argsort(np.argsort(np.asarray(index.ids))))
+    order = picked[np.lexsort((id_rank[picked], -total[picked]))]
+    return order[:k].tolist()
 
 
 def scores(index: ContextIndex, found: Signals, language: str | None) -> np.ndarray:
@@ -124,6 +151,7 @@ def scores(index: ContextIndex, found: Signals, language: str | None) -> np.ndar
         WEIGHTS["definition"] * scaled(found.definition)
         + WEIGHTS["import"] * found.imports
         + WEIGHTS["lexical"] * scaled(found.lexical)
+        + WEIGHTS["related"] * scaled(found.related)
         + WEIGHTS["rank"] * index.rank
     )
     return total * language_factor(index, language)
@@ -154,16 +182,28 @@ class Packer:
     budget: int
     fmt: str
     separator: str
-    _header_cost: dict[str, int] = field(default_factory=dict)
 
     def count(self, text: str) -> int:
         return len(self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids)
 
     def header_cost(self, path: str) -> int:
-        """Tokens a snippet adds besides its text: its header and footer."""
-        if path not in self._header_cost:
-            self._header_cost[path] = self.count(snippet_text(path, "", self.fmt, self.separator))
-        return self._header_cost[path]
+        """Tokens a snippet adds besides its text: its header and footer (memoised per index:
+        the tokenizer is the session's)."""
+        costs = self.index.memo(("header-costs", self.fmt, self.separator), dict)
+        if path not in costs:
+            costs[path] = self.count(snippet_text(path, "", self.fmt, self.separator))
+        return costs[path]
+
+    def line_costs(self, lines: list[str]) -> dict[str, int]:
+        """Tokens of each signature line (with its newline), encoded in one batch when new."""
+        costs = self.index.memo("line-costs", dict)
+        new = [line for line in lines if line not in costs]
+        if new:
+            encoded = self.tokenizer.backend_tokenizer.encode_batch(
+                [line + "\n" for line in new], add_special_tokens=False
+            )
+            costs.update((line, len(e.ids)) for line, e in zip(new, encoded, strict=True))
+        return costs
 
     def pack(self, order: list[int], file: str) -> Packed:
         """Whole chunks, greedy by score, into WHOLE_SHARE of the budget (costed by their
@@ -181,20 +221,26 @@ class Packer:
             packed.whole.append(i)
             used += cost
             seen.update((self.index.near[i] or self.index.ids[i], self.index.ids[i]))
-        for i in order[:SCAN]:
-            if file in self.index.paths[i] or self.index.ids[i] in seen:
-                continue
-            used = self._add_signatures(packed, i, used)
+        rest = [i for i in order[:SCAN] if file not in self.index.paths[i]]
+        rest = [i for i in rest if self.index.ids[i] not in seen]
+        for start in range(0, len(rest), SIGNATURE_BLOCK):
+            block = rest[start : start + SIGNATURE_BLOCK]
+            self.line_costs([x for i in block for x in self.index.signatures_of(i, MAX_SIGNATURES)])
+            for i in block:
+                if self.budget - used < SMALLEST_LINE:
+                    return self.exact(packed)
+                used = self._add_signatures(packed, i, used)
         return self.exact(packed)
 
     def _add_signatures(self, packed: Packed, i: int, used: int) -> int:
         path = self.index.paths[i][0]
-        for name in self.index.names_of(i)[:MAX_SIGNATURES]:
-            line = signature_line(self.index.texts[i], name)
+        signatures = self.index.signatures_of(i, MAX_SIGNATURES)
+        costs = self.line_costs(signatures)
+        for line in signatures:
             lines = packed.signatures.get(path, [])
-            if line is None or line in lines:
+            if line in lines:
                 continue
-            cost = self.count(line + "\n") + (0 if lines else self.header_cost(path))
+            cost = costs[line] + (0 if lines else self.header_cost(path))
             if used + cost <= self.budget:
                 packed.signatures.setdefault(path, []).append(line)
                 packed.sources.setdefault(path, []).append(i)
@@ -248,7 +294,7 @@ def choose(
     signal."""
     found = signals(index, request)
     total = scores(index, found, request.language)
-    order = sorted(range(len(total)), key=lambda i: (-total[i], index.ids[i]))
+    order = strongest(index, total, SCAN)
     candidates = int(np.count_nonzero((found.definition + found.imports + found.lexical) > 0))
     packer = Packer(index, tokenizer, budget, fmt, separator)
     packed = packer.pack(order, request.file)

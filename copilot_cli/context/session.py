@@ -19,7 +19,6 @@ from copilot_cli.context.options import (
 from copilot_cli.context.overview import overview_lines
 from copilot_cli.context.render import (
     file_sep_token,
-    pick_format,
     render_block,
     render_overview,
 )
@@ -50,8 +49,9 @@ class ContextSession:
     def select(self, options: ContextOptions) -> ContextResult:
         started = time.perf_counter()
         request = _request(options, self.index)
-        fmt = pick_format(options.format, self.tokenizer)
-        separator = file_sep_token(self.tokenizer) or "<|file_sep|>"
+        separator = self.index.memo("separator", lambda: file_sep_token(self.tokenizer))
+        fmt = options.format if options.format != "auto" else "file-sep" if separator else "xml"
+        separator = separator or "<|file_sep|>"
         smallest = _count(self.tokenizer, render_block([(request.file or "x", "")], fmt, separator))
         if options.budget < smallest:
             raise OptionError(
