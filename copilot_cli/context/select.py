@@ -10,12 +10,12 @@ import numpy as np
 
 from copilot_cli.context.imports import imports_of, resolve
 from copilot_cli.context.index import STOP, ContextIndex, terms_of
-from copilot_cli.context.options import WEIGHTS, Chosen
+from copilot_cli.context.options import WEIGHTS, WHOLE_WEIGHTS, Chosen
 from copilot_cli.context.render import render_block, snippet_text
 
 NEAR_BEFORE, NEAR_AFTER = 30, 10  # lines around the cursor the query is made of
 SCAN = 512  # chunks considered for packing, strongest first
-WHOLE_SHARE = 0.5  # of the budget for whole chunks; the rest: signatures of the next ones
+WHOLE_SHARE = 0.6  # of the budget for whole chunks; the rest: signatures
 MAX_SIGNATURES = 6  # per chunk
 SIGNATURE_BLOCK = 64  # chunks whose signature lines are counted in one batch
 SMALLEST_LINE = 3  # tokens: less budget left than this holds no signature line
@@ -142,17 +142,19 @@ def strongest(index: ContextIndex, total: np.ndarray, k: int) -> list[int]:
     return order[:k].tolist()
 
 
-def scores(index: ContextIndex, found: Signals, language: str | None) -> np.ndarray:
+def scores(
+    index: ContextIndex, found: Signals, language: str | None, weights: dict[str, float]
+) -> np.ndarray:
     def scaled(values: np.ndarray) -> np.ndarray:
         top = float(values.max()) if len(values) else 0.0
         return values / top if top > 0 else values
 
     total = (
-        WEIGHTS["definition"] * scaled(found.definition)
-        + WEIGHTS["import"] * found.imports
-        + WEIGHTS["lexical"] * scaled(found.lexical)
-        + WEIGHTS["related"] * scaled(found.related)
-        + WEIGHTS["rank"] * index.rank
+        weights["definition"] * scaled(found.definition)
+        + weights["import"] * found.imports
+        + weights["lexical"] * scaled(found.lexical)
+        + weights["related"] * scaled(found.related)
+        + weights["rank"] * index.rank
     )
     return total * language_factor(index, language)
 
@@ -205,14 +207,14 @@ class Packer:
             costs.update((line, len(e.ids)) for line, e in zip(new, encoded, strict=True))
         return costs
 
-    def pack(self, order: list[int], file: str) -> Packed:
+    def pack(self, whole: list[int], order: list[int], file: str) -> Packed:
         """Whole chunks, greedy by score, into WHOLE_SHARE of the budget (costed by their
         recorded token counts plus the header); then the signatures of the next-strongest
         chunks' definitions, one snippet per file, into the rest; then the exact recount."""
         packed = Packed()
         used = self.count(render_block([], self.fmt, self.separator, intro_only=True))
         seen: set[str] = set()
-        for i in order[:SCAN]:
+        for i in whole[:SCAN]:
             if file in self.index.paths[i] or self.index.ids[i] in seen:
                 continue
             cost = self.index.tokens[i] + self.header_cost(self.index.paths[i][0])
@@ -287,17 +289,42 @@ class Packed:
             self.whole.pop()
 
 
+WHOLE_RANK = "jaccard"
+JACCARD_POOL = 256  # the strongest lexical matches, re-ranked by identifier-set overlap
+JACCARD_LINES = 20  # lines before the cursor the overlap is measured against
+
+
+def by_overlap(index: ContextIndex, pool: list[int], request: Request) -> list[int]:
+    """`pool` re-ranked by the Jaccard similarity of each chunk's identifier set with the
+    identifiers of the lines just before the cursor: chunks that read like the code being
+    written (smaller chunks are not penalised by BM25's length normalisation alone)."""
+    near = set(_IDENT.findall("\n".join(request.prefix.split("\n")[-JACCARD_LINES:])))
+    if not near:
+        return pool
+    sets = index.memo("identifier-sets", dict)
+    scored = []
+    for i in pool:
+        if i not in sets:
+            sets[i] = frozenset(_IDENT.findall(index.texts[i]))
+        union = len(near | sets[i])
+        scored.append((-(len(near & sets[i]) / union if union else 0.0), index.ids[i], i))
+    return [i for _, _, i in sorted(scored)]
+
+
 def choose(
     index: ContextIndex, request: Request, tokenizer: Any, budget: int, fmt: str, separator: str
 ) -> tuple[list[Chosen], str, int, int]:
     """The chosen snippets (prompt order), the block, its tokens, and how many chunks had any
     signal."""
     found = signals(index, request)
-    total = scores(index, found, request.language)
+    total = scores(index, found, request.language, WEIGHTS)
     order = strongest(index, total, SCAN)
+    whole = strongest(index, scores(index, found, request.language, WHOLE_WEIGHTS), SCAN)
+    if WHOLE_RANK == "jaccard":
+        whole = by_overlap(index, whole[:JACCARD_POOL], request)
     candidates = int(np.count_nonzero((found.definition + found.imports + found.lexical) > 0))
     packer = Packer(index, tokenizer, budget, fmt, separator)
-    packed = packer.pack(order, request.file)
+    packed = packer.pack(whole, order, request.file)
     out = [
         _signatures_chosen(index, found, total, path, lines, packed.sources[path], packer)
         for path, lines in packed.signatures.items()
