@@ -123,9 +123,11 @@ def overview_prefix(bundle: Path, template: str, overview: str) -> str:
         raise InputError("this template takes no overview input", where=template)
     full = loaded.render(template, **{**_placeholders(entry["schema"]), "overview": overview})
     cut = full.find(overview, len(loaded.static_prefix(template)) - 1)
-    if not overview or cut < 0:
+    if not overview.strip() or cut < 0:
         raise InputError("the overview is empty or not rendered", where=template)
-    return full[: cut + len(overview)]
+    # end at the overview's last visible character: whitespace merges with what follows it
+    # into other tokens, so a prefix ending in whitespace would not be a token prefix
+    return full[: cut + len(overview.rstrip())]
 
 
 def _with_prompt(

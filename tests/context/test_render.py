@@ -67,9 +67,15 @@ def test_the_overview_prefix_starts_every_prompt_of_the_template(bundle, name):
     path, loaded = bundle
     overview = render_overview(["src/x.py: def central(a, b)  -- The hub.", "y.go: func Y()"])
     prefix = overview_prefix(path, name, overview)
-    assert prefix.startswith(loaded.static_prefix(name)) and prefix.endswith(overview)
+    assert prefix.startswith(loaded.static_prefix(name)) and prefix.endswith(overview.rstrip())
     prompt = loaded.render(name, **INPUTS[name], overview=overview, context=SNIPPETS)
     assert prompt.startswith(prefix)
+    from copilot_cli.core.models import default_model, load_tokenizer
+
+    tok = load_tokenizer(default_model())
+    ids = tok(prefix, add_special_tokens=False).input_ids
+    # its tokens begin the prompt's: the KV prefilled for it is reused as it is
+    assert tok(prompt, add_special_tokens=False).input_ids[: len(ids)] == ids
     assert prompt.index(render_block([(s["path"], s["text"]) for s in SNIPPETS], "xml")) >= len(
         prefix
     )
