@@ -209,7 +209,8 @@ def test_the_context_section_writes_overview_prefixes_and_their_kv(tmp_path):
     }
     for path in prefixes:  # the template's static prefix, then the overview
         text = path.read_text()
-        assert text.startswith(bundle.static_prefix(path.stem)) and text.endswith(overview["text"].rstrip())
+        assert text.startswith(bundle.static_prefix(path.stem))
+        assert text.endswith(overview["text"].rstrip())
     kv = KVCacheDir(folder / "kv")
     assert sorted(kv.names()) == sorted(p.name for p in prefixes)
     again = _steps(run_build(BuildOptions(config, out)))
