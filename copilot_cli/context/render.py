@@ -26,12 +26,6 @@ def file_sep_token(tokenizer: Any) -> str | None:
     return next((t for t in FILE_SEP_TOKENS if t in vocab), None)
 
 
-def pick_format(requested: str, tokenizer: Any) -> str:
-    if requested != "auto":
-        return requested
-    return "file-sep" if file_sep_token(tokenizer) else "xml"
-
-
 def snippet_text(path: str, text: str, fmt: str, separator: str = "<|file_sep|>") -> str:
     body = text.rstrip("\n")
     if fmt == "file-sep":

@@ -289,7 +289,6 @@ class Packed:
             self.whole.pop()
 
 
-WHOLE_RANK = "jaccard"
 JACCARD_POOL = 256  # the strongest lexical matches, re-ranked by identifier-set overlap
 JACCARD_LINES = 20  # lines before the cursor the overlap is measured against
 
@@ -319,9 +318,8 @@ def choose(
     found = signals(index, request)
     total = scores(index, found, request.language, WEIGHTS)
     order = strongest(index, total, SCAN)
-    whole = strongest(index, scores(index, found, request.language, WHOLE_WEIGHTS), SCAN)
-    if WHOLE_RANK == "jaccard":
-        whole = by_overlap(index, whole[:JACCARD_POOL], request)
+    lexical = scores(index, found, request.language, WHOLE_WEIGHTS)
+    whole = by_overlap(index, strongest(index, lexical, JACCARD_POOL), request)
     candidates = int(np.count_nonzero((found.definition + found.imports + found.lexical) > 0))
     packer = Packer(index, tokenizer, budget, fmt, separator)
     packed = packer.pack(whole, order, request.file)

@@ -27,37 +27,17 @@ def test_one_request_with_a_template(runner, chunked, tmp_path):
         ).exit_code
         == 0
     )
-    out = tmp_path / "request.json"
     args = ["--file", "src/kvstore/server.py", "--cursor", "60:1", "--budget", "300"]
-    result = _run(
-        runner,
-        chunked,
-        *args,
-        "--bundle",
-        str(bundle),
-        "--template",
-        "code-completion",
-        "-o",
-        str(out),
-    )
+    args += ["--bundle", str(bundle), "--template", "code-completion"]
+    out, again = tmp_path / "request.json", tmp_path / "again.json"
+    result = _run(runner, chunked, *args, "-o", str(out))
     assert result.exit_code == 0, result.output
     request = json.loads(out.read_text())
     assert request["format"] == "copilot-opt.context" and request["tokens"] <= 300
     assert request["tokenizer_fingerprint"] and request["chunks_digest"]
     assert request["text"] in request["prompt"] and request["snippets"]
     assert all(s["reason"] for s in request["snippets"])
-    again = tmp_path / "again.json"
-    _run(
-        runner,
-        chunked,
-        *args,
-        "--bundle",
-        str(bundle),
-        "--template",
-        "code-completion",
-        "-o",
-        str(again),
-    )
+    _run(runner, chunked, *args, "-o", str(again))
     assert again.read_bytes() == out.read_bytes()
 
 
