@@ -208,9 +208,10 @@ class Packer:
         return costs
 
     def pack(self, whole: list[int], order: list[int], file: str) -> Packed:
-        """Whole chunks, greedy by score, into WHOLE_SHARE of the budget (costed by their
-        recorded token counts plus the header); then the signatures of the next-strongest
-        chunks' definitions, one snippet per file, into the rest; then the exact recount."""
+        """Whole chunks in their ranking (`whole`), greedy, into WHOLE_SHARE of the budget
+        (costed by their recorded token counts plus the header); then the signatures of the
+        definitions of the chunks in the signature ranking (`order`), one snippet per file,
+        into the rest; then the exact recount."""
         packed = Packed()
         used = self.count(render_block([], self.fmt, self.separator, intro_only=True))
         seen: set[str] = set()
