@@ -73,7 +73,7 @@ def claim_folder(
     """
     check_output_shape(path, option, folder=True)
     if path.is_dir():
-        entries = sorted(p.name for p in path.iterdir() if p.name != LOCK)
+        entries = sorted(p.name for p in path.iterdir() if not _own_transient(p.name))
         if entries and not _ours(path, fmt, manifest):
             found = _kind_of(path)
             what = f"holds a {found} artifact, not a {label}" if found else _foreign_text(entries)
@@ -192,6 +192,12 @@ def _starts_with(path: Path, signature: bytes) -> bool:
             return handle.read(len(signature)) == signature
     except OSError:
         return False
+
+
+def _own_transient(name: str) -> bool:
+    """The writer lock, or the marker while another run is still writing it (its temp file,
+    `..copilot-opt-output.PID.RANDOM.tmp`): neither is a foreign file; the lock then decides."""
+    return name == LOCK or (name.startswith(f".{MARKER}.") and name.endswith(".tmp"))
 
 
 def _ours(path: Path, fmt: str, manifest: str) -> bool:

@@ -35,6 +35,10 @@ def test_new_empty_locked_marked_or_manifested_folders_are_ours(tmp_path):
     locked.mkdir()
     (locked / ".copilot-opt.lock").write_text("123")  # a writer that has just started
     claim_folder(locked, "out", **KV)
+    racing = tmp_path / "racing"  # another run is renaming its marker into place right now
+    racing.mkdir()
+    (racing / f".{MARKER}.4242.x1y2z3.tmp").write_text('{"format": "copilot-opt.kv-cache"}')
+    claim_folder(racing, "out", **KV)
     marked = tmp_path / "marked"
     mark(marked, KV["fmt"])
     (marked / "segments").mkdir()  # a first run killed before its index
