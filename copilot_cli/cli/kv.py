@@ -20,6 +20,16 @@ def prefill_kv_command(
     texts: Annotated[
         list[Path] | None, option("--text", help="A prefix text file (repeatable).")
     ] = None,
+    chunks: Annotated[
+        Path | None, option("--chunks", help="Chunks file: store each chunk's KV too.")
+    ] = None,
+    registry: Annotated[
+        Path | None, option("--registry", help="Its registry: chunks in rank order.")
+    ] = None,
+    top: Annotated[int | None, option("--top", help="Only the N first chunks.")] = None,
+    snippet_format: Annotated[
+        str, option("--snippet-format", help="auto, xml or file-sep (as context --format).")
+    ] = "auto",
     model: ModelOpt = "",
     dtype: Annotated[str, option("--dtype", help="float32, float16 or bfloat16.")] = "float32",
     block_size: Annotated[int, option("--block-size", help="Tokens per hashed block.")] = 16,
@@ -46,6 +56,10 @@ def prefill_kv_command(
         verify=verify,
         model=model_spec(model, device, "auto", allow_download),
         ray=ray,
+        chunks=chunks,
+        registry=registry,
+        top=top,
+        snippet_format=snippet_format,
     )
     result = prefill_kv(options)
     for message in result.warnings:

@@ -54,6 +54,8 @@ class PrefixSource:
     origin: str
     add_special: bool = True
     token_ids: tuple[int, ...] | None = None  # given ids win over tokenizing `text`
+    kind: str = "prefix"  # "chunk": chunk KV (kv/chunkkv.py), its own tokens after a lead
+    lead_tokens: int = 0
 
 
 @dataclass
@@ -292,8 +294,8 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
         InputError / OptionError: no prefix, a prefix longer than the context or window.
         FingerprintMismatch: the bundle was made for another tokenizer.
     """
-    if options.bundle is None and not options.texts:
-        raise OptionError("bundle", "give a prompt bundle or at least one text file")
+    if options.bundle is None and not options.texts and options.chunks is None:
+        raise OptionError("bundle", "give a prompt bundle, a text file or a chunks file")
     claim_kv_folder(options.out)
     if loaded is None:
         with progress.progress("loading model"):
@@ -302,6 +304,17 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
     if options.bundle is not None:
         sources += prefixes_from_bundle(options.bundle, loaded.tokenizer_fingerprint)
     sources += prefixes_from_files(list(options.texts))
+    if options.chunks is not None:
+        from copilot_cli.kv.chunkkv import chunk_sources
+
+        sources += chunk_sources(
+            options.chunks,
+            options.registry,
+            options.top,
+            loaded.tokenizer,
+            loaded.tokenizer_fingerprint,
+            options.snippet_format,
+        )
     bar = progress.progress("prefilling") if options.ray is None else None
     with bar or contextlib.nullcontext():  # on Ray the cluster run draws its own bar
         result = prefill_sources(loaded, sources, options)
@@ -422,6 +435,8 @@ def _index_entries(
             "segments": [writer.hash_of[id(s)] for s in chain],
             "block_hashes": block_hashes(ids, options.block_size, loaded.model_fingerprint),
         }
+        if by_name[name].kind != "prefix":
+            prefixes[name] |= {"kind": by_name[name].kind, "lead_tokens": by_name[name].lead_tokens}
     return dict(sorted(prefixes.items()))
 
 

@@ -358,6 +358,14 @@ class PrefixStore:
             self._evict()
         return build_cache(self.model, entry["keys"], entry["values"])
 
+    def tensors(self, name: str) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor]]:
+        """(token ids, keys, values) of `name`, shared with every other request (never write
+        into them); loaded and counted as `acquire` does, so `release(name)` when done."""
+        self.acquire(name)
+        with self._lock:
+            entry = self._entries[name]
+            return entry["token_ids"], entry["keys"], entry["values"]
+
     def release(self, name: str) -> None:
         with self._lock:
             entry = self._entries.get(name)

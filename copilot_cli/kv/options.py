@@ -27,6 +27,11 @@ class PrefillOptions:
         chunk_size: tokens fed per forward pass (bounds activation memory).
         verify: compare cached vs recomputed logits for every prefix after writing.
         model: the model to load when none is handed in (its dtype is `dtype`).
+        chunks: a chunks file (`chunk`): each distinct snippet's KV is stored as a chunk
+            (kv/chunkkv.py), to be placed at any position of a request.
+        registry: its registry: chunks taken in rank order (with `top`).
+        top: only the `top` first chunks (by rank with a registry, else in file order).
+        snippet_format: the snippet format chunks are stored in (as `context --format`).
         ray: None (this process) or a Ray target (`local`, `auto`, an address): subtrees of
             the radix tree are prefilled by actors; the files are the same bytes.
     """
@@ -40,6 +45,10 @@ class PrefillOptions:
     verify: bool = False
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
     ray: str | None = setting(None, yaml=False)
+    chunks: Path | None = setting(None, yaml=False)
+    registry: Path | None = setting(None, yaml=False)
+    top: int | None = setting(None, yaml=False)
+    snippet_format: Literal["auto", "xml", "file-sep"] = "auto"
 
     def __post_init__(self) -> None:
         coerce_paths(self)
@@ -55,6 +64,24 @@ class PrefillOptions:
         check_output_shape(self.out, "out", folder=True)
         if self.bundle is not None:
             require(self.bundle.is_dir(), "bundle", f"{self.bundle} is not a bundle folder")
+        require(
+            self.chunks is None or self.chunks.is_file(), "chunks", f"{self.chunks} is not a file"
+        )
+        require(
+            self.registry is None or self.chunks is not None, "registry", "give --chunks with it"
+        )
+        require(
+            self.registry is None or self.registry.is_file(),
+            "registry",
+            f"{self.registry} is not a file",
+        )
+        if self.top is not None:
+            require_count(self.top, "top", low=1)
+        require(
+            self.snippet_format in ("auto", "xml", "file-sep"),
+            "snippet_format",
+            "choose auto, xml or file-sep",
+        )
         for path in self.texts:
             require(path.is_file(), "texts", f"{path} is not a file")
 

@@ -26,6 +26,77 @@ def prepare_prompt(
     )
 
 
+def context_pieces(
+    tokenizer: Any, rest: str, snippets: list[dict[str, str]], stored: set[str]
+) -> tuple[list[str | list[int]], list[int]]:
+    """The rest of a rendered prompt cut at every snippet whose chunk KV is stored: (pieces in
+    order: a stored chunk's name, or the ids of the text before it; the ids of what follows the
+    last stored chunk). Each piece is tokenized alone (a chunk as it was stored)."""
+    from copilot_cli.context.render import FILE_SEP_TOKENS, snippet_text
+    from copilot_cli.kv.chunkkv import chunk_name
+
+    pieces: list[str | list[int]] = []
+    cursor = 0
+    for snippet in snippets:
+        forms = [snippet_text(snippet["path"], snippet["text"], "xml")]
+        forms += [
+            snippet_text(snippet["path"], snippet["text"], "file-sep", s) for s in FILE_SEP_TOKENS
+        ]
+        for form in forms:
+            at = rest.find(form, cursor)
+            if at >= 0 and chunk_name(form) in stored:
+                if at > cursor:
+                    pieces.append(continuation_ids(tokenizer, rest[cursor:at]))
+                pieces.append(chunk_name(form))
+                cursor = at + len(form)
+                break
+    return pieces, continuation_ids(tokenizer, rest[cursor:])
+
+
+def assemble_request(
+    model: Any,
+    tokenizer: Any,
+    bundle: Any,
+    kv: Path | str | PrefixStore,
+    template: str,
+    inputs: dict[str, Any],
+    context: Any,
+    *,
+    recompute: float,
+) -> tuple[Any, list[int], list[str]]:
+    """The cache of a request's static prefix and repository context from stored KV (the
+    prefix as stored, each stored chunk placed where the prompt has it, recomputed at
+    `recompute`), and the ids of the rest of the prompt. Returns (Assembled, rest ids, names
+    taken from a PrefixStore: release them when done)."""
+    from copilot_cli.kv.assemble import assemble_cache, load_piece
+
+    inputs = {**inputs, "context": list(getattr(context, "context", context))}
+    rendered = bundle.split(template, **inputs)
+    add_special = bundle.entry(template)["format"] == "text"
+    prefix_ids = prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)
+    folder = kv.kv if isinstance(kv, PrefixStore) else KVCacheDir(kv)
+    names = folder.index["prefixes"]
+    stored = {n for n, e in names.items() if e.get("kind") == "chunk"}
+    pieces, rest_ids = context_pieces(tokenizer, rendered.rest, inputs["context"], stored)
+    taken: list[str] = []
+
+    def piece(name: str) -> Any:
+        if isinstance(kv, PrefixStore):
+            taken.append(name)
+        return load_piece(
+            kv if isinstance(kv, PrefixStore) else folder, model, name, tokenizer=tokenizer
+        )
+
+    prefix = piece(template)
+    if prefix.token_ids != prefix_ids:
+        raise ArtifactError(
+            f"the stored prefix of {template!r} has other tokens than the "
+            "bundle's static prefix: rebuild it with prefill-kv"
+        )
+    parts = [piece(p) if isinstance(p, str) else p for p in pieces]
+    return assemble_cache(model, prefix, parts, recompute=recompute), rest_ids, taken
+
+
 def generate_with_prefix(
     model: Any,
     tokenizer: Any,
@@ -34,6 +105,7 @@ def generate_with_prefix(
     template: str,
     inputs: dict[str, Any],
     context: Any = None,
+    recompute: float | None = None,
     **generate_kwargs: Any,
 ) -> torch.Tensor:
     """Render `template`, reuse its cached prefix, run only the rest, and generate.
@@ -45,8 +117,15 @@ def generate_with_prefix(
     `kv` is a KV folder or a `PrefixStore`. The cached prefix ids must equal the tokenized
     static prefix (else the KV is stale: rebuild it). At least one prompt token is always fed
     (a prompt that is all prefix feeds its last prefix token again, from a cache one shorter).
+    `recompute` (with `context`): the context's chunks whose KV the folder stores (prefill-kv
+    --chunks) are placed instead of computed, and that share of their tokens recomputed
+    (kv/assemble.py); the prompt's ids are then its pieces' ids, each tokenized alone.
     Returns what `model.generate` returns: the prompt ids followed by the new ids.
     """
+    if context is not None and recompute is not None:
+        return _generate_assembled(
+            model, tokenizer, bundle, kv, template, inputs, context, recompute, generate_kwargs
+        )
     if context is not None:
         inputs = {**inputs, "context": list(getattr(context, "context", context))}
     prefix_ids, rest_ids = prepare_prompt(tokenizer, bundle, template, inputs)
@@ -76,3 +155,34 @@ def generate_with_prefix(
     finally:
         if store is not None:
             store.release(template)
+
+
+def _generate_assembled(
+    model: Any,
+    tokenizer: Any,
+    bundle: Any,
+    kv: Any,
+    template: str,
+    inputs: dict[str, Any],
+    context: Any,
+    recompute: float,
+    generate_kwargs: dict[str, Any],
+) -> torch.Tensor:
+    assembled, rest_ids, taken = assemble_request(
+        model, tokenizer, bundle, kv, template, inputs, context, recompute=recompute
+    )
+    try:
+        cache = assembled.cache
+        if not rest_ids:
+            truncate(cache, len(assembled.token_ids) - 1)
+        device = next(model.parameters()).device
+        input_ids = torch.tensor([assembled.token_ids + rest_ids], device=device)
+        return model.generate(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            **cache_kwargs(model, cache),
+            **generate_kwargs,
+        )
+    finally:
+        for name in taken:
+            kv.release(name)

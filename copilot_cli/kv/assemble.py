@@ -1,0 +1,282 @@
+"""One request's cache from prepared parts: a stored static prefix, then stored chunk KV placed at
+the positions the request gives them (keys re-rotated, values as they are), then pieces with no
+stored KV computed over what is assembled so far; then selective recompute of the placed chunks.
+
+Why recompute: a chunk's KV was computed with only a canonical lead before it, so from the
+second layer on its tokens never saw the real preceding context. CacheBlend (EuroSys '25)
+recomputes the tokens whose KV deviates most; the rule here:
+
+1. layers 0 and 1 are run for every placed chunk token over the assembled cache (layer 0's KV
+   is exact after re-rotation: it depends only on the token and its position), so layer 1's KV
+   is exact for all of them;
+2. the tokens whose layer-1 values moved most (L2 norm over heads) are chosen, `ratio` of the
+   placed tokens (at least one per chunk: its first token, the one that stood at the lead's
+   end);
+3. those tokens alone are run through layers 2..L-1, attending to the whole assembled cache,
+   and their KV replaces the reused KV.
+
+Cost: 2 layers over the placed tokens plus (L - 2) layers over `ratio` of them, against L
+layers over all of them for a full prefill. The rest of the prompt is prefilled normally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from copilot_cli.core.errors import InputError
+from copilot_cli.kv.prefill import extend
+from copilot_cli.kv.rope import Rotary, rerotate, rotary_of
+
+DEFAULT_RECOMPUTE = 0.15
+_CHUNK_SIZE = 512
+
+
+@dataclass(frozen=True)
+class StoredPiece:
+    """Chunk KV as stored: its token ids and per-layer keys/values ([kv_heads, n, head_dim])
+    computed at positions [start, start + n)."""
+
+    token_ids: list[int]
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    start: int
+
+
+@dataclass
+class Assembled:
+    """The cache of a prompt's first `len(token_ids)` tokens and how it was made."""
+
+    token_ids: list[int]
+    cache: Any
+    prefix_tokens: int
+    placed_tokens: int
+    computed_tokens: int
+    recomputed_tokens: int
+
+
+def assemble_cache(
+    model: Any,
+    prefix: StoredPiece | None,
+    pieces: list[StoredPiece | list[int]],
+    *,
+    recompute: float = DEFAULT_RECOMPUTE,
+) -> Assembled:
+    """The cache for prefix + pieces in order: a `StoredPiece` is placed (keys re-rotated to
+    its position), a list of ids is computed over the cache assembled so far. Then `recompute`
+    (0..1) of the placed tokens are recomputed (the module's rule). `prefix` must have been
+    computed at position 0 (a stored static prefix).
+
+    Raises:
+        InputError: a model whose keys cannot move (no RoPE, length-dependent RoPE, a prompt
+            longer than its sliding window), or a recompute ratio outside [0, 1].
+    """
+    if not 0.0 <= recompute <= 1.0:
+        raise InputError(f"recompute ratio {recompute} is not within 0..1", where="--recompute")
+    total = (len(prefix.token_ids) if prefix else 0) + sum(
+        len(p.token_ids if isinstance(p, StoredPiece) else p) for p in pieces
+    )
+    rotary = rotary_of(model, prompt_tokens=total)
+    if prefix is not None and prefix.start != 0:
+        raise InputError("a stored prefix must start at position 0", where="prefix")
+    from copilot_cli.kv.loader import build_cache
+
+    stored = [p for p in ([prefix] if prefix else []) + pieces if isinstance(p, StoredPiece)]
+    layers = len(stored[0].keys) if stored else 0
+    keys: list[list[torch.Tensor]] = [[] for _ in range(layers)]
+    values: list[list[torch.Tensor]] = [[] for _ in range(layers)]
+    if prefix is not None:
+        _place(keys, values, prefix, 0, rotary)
+    ids = list(prefix.token_ids) if prefix else []
+    placed: list[tuple[int, int]] = []  # (start, length) of each placed chunk
+    computed = 0
+    cache = None
+    with torch.no_grad():
+        for piece in pieces:
+            if isinstance(piece, StoredPiece):
+                if cache is not None:  # computed pieces went into the cache: continue there
+                    keys, values = _split(cache)
+                    cache = None
+                placed.append((len(ids), len(piece.token_ids)))
+                _place(keys, values, piece, len(ids), rotary)
+                ids += piece.token_ids
+            else:
+                if cache is None:
+                    cache = _cache_of(model, keys, values, build_cache)
+                extend(model, cache, list(piece), _CHUNK_SIZE)
+                ids += list(piece)
+                computed += len(piece)
+        if cache is not None:
+            keys, values = _split(cache)
+        joined_k = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in keys]
+        joined_v = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in values]
+        recomputed = 0
+        if placed and recompute > 0:
+            recomputed = _recompute(model, ids, joined_k, joined_v, placed, recompute)
+    return Assembled(
+        token_ids=ids,
+        cache=build_cache(model, joined_k, joined_v) if joined_k else _empty(model),
+        prefix_tokens=len(prefix.token_ids) if prefix else 0,
+        placed_tokens=sum(n for _, n in placed),
+        computed_tokens=computed,
+        recomputed_tokens=recomputed,
+    )
+
+
+def _empty(model: Any) -> Any:
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
+def _place(
+    keys: list[list[torch.Tensor]],
+    values: list[list[torch.Tensor]],
+    piece: StoredPiece,
+    position: int,
+    rotary: Rotary,
+) -> None:
+    for layer, (k, v) in enumerate(zip(piece.keys, piece.values, strict=True)):
+        keys[layer].append(rerotate(k, position - piece.start, rotary))
+        values[layer].append(v)
+
+
+def _cache_of(
+    model: Any, keys: list[list[torch.Tensor]], values: list[list[torch.Tensor]], build: Any
+) -> Any:
+    if not keys or not keys[0]:
+        from transformers import DynamicCache
+
+        return DynamicCache()
+    joined_k = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in keys]
+    joined_v = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in values]
+    return build(model, joined_k, joined_v)
+
+
+def _split(cache: Any) -> tuple[list[list[torch.Tensor]], list[list[torch.Tensor]]]:
+    return (
+        [[layer.keys[0]] for layer in cache.layers],
+        [[layer.values[0]] for layer in cache.layers],
+    )
+
+
+class _ScatterCache:
+    """What a decoder layer's attention sees: the whole assembled cache, with the keys/values
+    of the tokens being run written at their positions before they attend."""
+
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+        self.keys = keys  # [1, kv_heads, T, head_dim] per layer, written in place
+        self.values = values
+        self.positions = torch.empty(0, dtype=torch.long)
+
+    def update(
+        self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys[layer_idx][:, :, self.positions] = k.to(self.keys[layer_idx].dtype)
+        self.values[layer_idx][:, :, self.positions] = v.to(self.values[layer_idx].dtype)
+        return self.keys[layer_idx], self.values[layer_idx]
+
+
+def _recompute(
+    model: Any,
+    ids: list[int],
+    keys: list[torch.Tensor],
+    values: list[torch.Tensor],
+    placed: list[tuple[int, int]],
+    ratio: float,
+) -> int:
+    """Selective recompute in place (see the module's rule); returns the tokens recomputed
+    through every layer."""
+    base = getattr(model, "model", model)
+    layers = getattr(base, "layers", None)
+    if layers is None or not hasattr(base, "embed_tokens") or not hasattr(base, "rotary_emb"):
+        raise InputError(
+            f"selective recompute needs a decoder stack (model.layers, embed_tokens, rotary_emb); "
+            f"{getattr(model.config, 'model_type', 'this model')} has none: use --recompute 0",
+            where="--recompute",
+        )
+    device = next(model.parameters()).device
+    full_k = [k.unsqueeze(0).to(device).clone() for k in keys]
+    full_v = [v.unsqueeze(0).to(device).clone() for v in values]
+    cache = _ScatterCache(full_k, full_v)
+    positions = torch.cat([torch.arange(s, s + n) for s, n in placed]).to(device)
+    token_ids = torch.tensor([ids], device=device)[:, positions]
+    hidden = base.embed_tokens(token_ids)
+    early = min(2, len(layers))
+    before = full_v[early - 1][0, :, positions].clone()
+    hidden = _run_layers(base, layers[:early], hidden, positions, cache, len(ids))
+    moved = (full_v[early - 1][0, :, positions] - before).float().norm(dim=-1).sum(dim=0)
+    chosen = _choose(moved, placed, ratio)
+    if early < len(layers) and chosen.numel():
+        _run_layers(base, layers[early:], hidden[:, chosen], positions[chosen], cache, len(ids))
+    for layer in range(len(keys)):
+        keys[layer] = full_k[layer][0].to(keys[layer].device)
+        values[layer] = full_v[layer][0].to(values[layer].device)
+    return int(chosen.numel())
+
+
+def _choose(moved: torch.Tensor, placed: list[tuple[int, int]], ratio: float) -> torch.Tensor:
+    """Indices (into the placed tokens, sorted) of the tokens to recompute: every chunk's first
+    token, then the largest deviations up to `ratio` of all placed tokens."""
+    total = moved.numel()
+    want = min(total, max(len(placed), round(ratio * total)))
+    score = moved.clone()
+    offset = 0
+    for _, length in placed:
+        score[offset] = float("inf")
+        offset += length
+    chosen = torch.topk(score, want).indices
+    return torch.sort(chosen).values
+
+
+def _run_layers(
+    base: Any,
+    layers: Any,
+    hidden: torch.Tensor,
+    positions: torch.Tensor,
+    cache: _ScatterCache,
+    length: int,
+) -> torch.Tensor:
+    position_ids = positions.unsqueeze(0)
+    embeddings = base.rotary_emb(hidden, position_ids=position_ids)
+    allowed = torch.arange(length, device=positions.device)[None, :] <= positions[:, None]
+    mask = torch.zeros(allowed.shape, dtype=hidden.dtype, device=hidden.device)
+    mask = mask.masked_fill(~allowed, torch.finfo(hidden.dtype).min)[None, None]
+    cache.positions = positions
+    for layer in layers:
+        out = layer(
+            hidden,
+            attention_mask=mask,
+            position_embeddings=embeddings,
+            position_ids=position_ids,
+            cache=cache,
+        )
+        hidden = out[0] if isinstance(out, tuple) else out
+    return hidden
+
+
+def load_piece(kv: Any, model: Any, name: str, *, tokenizer: Any | None = None) -> StoredPiece:
+    """A stored prefix or chunk of `kv` (a KV folder path, KVCacheDir or PrefixStore) as a
+    piece: every check of `load_prefix` made; a chunk's lead is left out (its own tokens start
+    at `lead_tokens`)."""
+    from copilot_cli.kv.loader import KVCacheDir, PrefixStore, _check_model, _read_chain
+
+    if isinstance(kv, PrefixStore):
+        token_ids, keys, values = kv.tensors(name)
+        entry = kv.kv.index["prefixes"][name]
+    else:
+        folder = kv if isinstance(kv, KVCacheDir) else KVCacheDir(kv)
+        _check_model(folder.model_fingerprint, model, str(folder.path))
+        stored = folder.prefix(name)
+        paths = [folder.segment_path(h) for h in stored.segments]
+        token_ids, keys, values = _read_chain(paths, model, tokenizer)
+        entry = folder.index["prefixes"][name]
+    lead = int(entry.get("lead_tokens", 0))
+    return StoredPiece(
+        token_ids=list(token_ids[lead:]),
+        keys=[k[:, lead:] for k in keys],
+        values=[v[:, lead:] for v in values],
+        start=lead,
+    )

@@ -1,0 +1,86 @@
+"""Chunk KV: each chunk's KV computed once, offline, in the snippet format `context` renders,
+after a fixed canonical lead; placed at any position of a request at run time (kv/assemble.py).
+
+In a KV folder a chunk is a prefix of kind "chunk" named `chunk/<sha256 of its snippet text>`
+(one copy per distinct snippet text): its token ids are the lead's ids followed by the
+snippet's own ids (tokenized alone), so the lead's segment is shared by every chunk in the
+radix tree and each chunk's tokens are one segment after it. `lead_tokens` in the index entry
+says where the chunk's own tokens start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from copilot_cli.context.render import XML_INTRO, file_sep_token, snippet_text
+from copilot_cli.core.tokens import continuation_ids, prompt_ids
+
+CHUNK_PREFIX = "chunk/"
+# The canonical start every chunk is computed after: the model's leading specials and the line
+# that introduces repository context (what stands before the first snippet of a real prompt).
+LEAD_TEXT = XML_INTRO
+
+
+def chunk_name(snippet: str) -> str:
+    """The stored name of a snippet's KV: content-addressed by its exact text."""
+    return CHUNK_PREFIX + hashlib.sha256(snippet.encode("utf-8")).hexdigest()
+
+
+def lead_ids(tokenizer: Any) -> list[int]:
+    return prompt_ids(tokenizer, LEAD_TEXT, add_special=True)
+
+
+def snippet_format(tokenizer: Any, fmt: str) -> tuple[str, str]:
+    """(format, separator) as `context` chooses them: auto = file-sep when the tokenizer has
+    the token, else xml."""
+    separator = file_sep_token(tokenizer)
+    chosen = fmt if fmt != "auto" else "file-sep" if separator else "xml"
+    return chosen, separator or "<|file_sep|>"
+
+
+def chunk_sources(
+    chunks: Path,
+    registry: Path | None,
+    top: int | None,
+    tokenizer: Any,
+    tokenizer_fp: str,
+    fmt: str = "auto",
+) -> list[Any]:
+    """A PrefixSource per distinct snippet of the chunks file (the `top` highest-ranked by the
+    registry when given, else all, in file order), each = lead ids + snippet ids."""
+    from copilot_cli.chunking import read_chunks, read_registry
+    from copilot_cli.core.errors import ArtifactError
+    from copilot_cli.kv.builder import PrefixSource
+
+    header, records = read_chunks(chunks, tokenizer_fingerprint=tokenizer_fp)
+    if registry is not None:
+        reg = read_registry(registry, tokenizer_fingerprint=tokenizer_fp)
+        if reg.get("chunks_digest") != header["digest"]:
+            raise ArtifactError(
+                f"describes another chunks file than {chunks.name}", where=str(registry)
+            )
+        by_id = {r["id"]: r for r in records}
+        records = [by_id[e["id"]] for e in reg["chunks"] if e["id"] in by_id]
+    if top is not None:
+        records = records[:top]
+    chosen, separator = snippet_format(tokenizer, fmt)
+    lead = lead_ids(tokenizer)
+    sources: dict[str, Any] = {}
+    for record in records:
+        path = record["locations"][0]["path"]
+        snippet = snippet_text(path, record["text"], chosen, separator)
+        name = chunk_name(snippet)
+        if name not in sources:
+            ids = lead + continuation_ids(tokenizer, snippet)
+            sources[name] = PrefixSource(
+                name=name,
+                text=snippet,
+                origin=f"chunk:{record['id']}",
+                add_special=True,
+                token_ids=tuple(ids),
+                kind="chunk",
+                lead_tokens=len(lead),
+            )
+    return list(sources.values())

@@ -1,0 +1,302 @@
+"""Chunk KV: stored once per distinct snippet, moved to any position by RoPE re-rotation, and
+selectively recomputed; refused where moved keys would be wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import (
+    DynamicCache,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from copilot_cli.core.errors import InputError
+from copilot_cli.kv.assemble import StoredPiece, assemble_cache
+from copilot_cli.kv.rope import rerotate, rotary_of
+
+SMALL = {
+    "vocab_size": 300,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 1024,
+}
+FAMILIES = {
+    "llama": lambda: LlamaForCausalLM(LlamaConfig(**SMALL)),
+    "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**SMALL)),
+    "llama3-scaled": lambda: LlamaForCausalLM(
+        LlamaConfig(
+            **SMALL,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 256,
+            },
+        )
+    ),
+    "linear-scaled": lambda: LlamaForCausalLM(
+        LlamaConfig(**SMALL, rope_parameters={"rope_type": "linear", "factor": 4.0})
+    ),
+    "yarn": lambda: Qwen2ForCausalLM(
+        Qwen2Config(
+            **SMALL,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 256,
+            },
+        )
+    ),
+}
+
+
+def _model(family: str):
+    torch.manual_seed(0)
+    return FAMILIES[family]().eval()
+
+
+def _kv(model, ids: list[int], start: int = 0, cache=None):
+    cache = cache if cache is not None else DynamicCache()
+    positions = torch.arange(start, start + len(ids))[None]
+    with torch.no_grad():
+        model(torch.tensor([ids]), position_ids=positions, cache=cache, use_cache=True)
+    return cache
+
+
+def _piece(model, ids: list[int]) -> StoredPiece:
+    cache = _kv(model, ids)
+    return StoredPiece(
+        list(ids), [la.keys[0] for la in cache.layers], [la.values[0] for la in cache.layers], 0
+    )
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("shift", [1, 37, 700])
+def test_a_chunk_moved_equals_the_chunk_prefilled_there(family, shift):
+    model = _model(family)
+    ids = list(range(5, 45))
+    at_zero, there = _kv(model, ids), _kv(model, ids, start=shift)
+    rotary = rotary_of(model)
+    for layer_zero, layer_there in zip(at_zero.layers, there.layers, strict=True):
+        moved = rerotate(layer_zero.keys, shift, rotary)
+        assert torch.allclose(moved, layer_there.keys, atol=2e-5), family
+        assert torch.allclose(layer_zero.values, layer_there.values, atol=2e-5)
+        back = rerotate(moved, -shift, rotary)
+        assert torch.allclose(back, layer_zero.keys, atol=2e-5)
+    wrong = rerotate(at_zero.layers[0].keys, shift + 1, rotary)
+    assert not torch.allclose(wrong, there.layers[0].keys, atol=1e-3)
+
+
+PREFIX, FIRST, SECOND = list(range(50, 80)), list(range(100, 130)), list(range(140, 175))
+
+
+def _max_key_diff(cache, other) -> float:
+    return max(
+        (a.keys - b.keys).abs().max().item()
+        for a, b in zip(cache.layers, other.layers, strict=True)
+    )
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_full_recompute_is_a_full_prefill_and_none_is_placement_only(family):
+    model = _model(family)
+    full = _kv(model, PREFIX + FIRST + SECOND)
+    prefix, pieces = _piece(model, PREFIX), [_piece(model, FIRST), _piece(model, SECOND)]
+    exact = assemble_cache(model, prefix, pieces, recompute=1.0)
+    assert exact.token_ids == PREFIX + FIRST + SECOND
+    assert exact.recomputed_tokens == len(FIRST) + len(SECOND)
+    assert _max_key_diff(exact.cache, full) < 1e-5
+    placed = assemble_cache(model, prefix, pieces, recompute=0.0)
+    assert placed.recomputed_tokens == 0
+    assert _max_key_diff(placed.cache, full) > 1e-2  # the chunks never saw the prefix
+    # with no recompute, each chunk's keys are its stored keys moved: nothing else changed
+    first_at = len(PREFIX)
+    moved = rerotate(pieces[0].keys[2], first_at, rotary_of(model))
+    stored = placed.cache.layers[2].keys[0, :, first_at : first_at + len(FIRST)]
+    assert torch.allclose(stored, moved)
+    partial = assemble_cache(model, prefix, pieces, recompute=0.15)
+    assert partial.recomputed_tokens == round(0.15 * (len(FIRST) + len(SECOND)))
+    assert _max_key_diff(partial.cache, full) < _max_key_diff(placed.cache, full)
+
+
+def test_computed_pieces_between_chunks_attend_to_what_is_assembled():
+    model = _model("llama")
+    middle = list(range(200, 210))
+    got = assemble_cache(
+        model, _piece(model, PREFIX), [_piece(model, FIRST), middle], recompute=0.0
+    )
+    assert got.computed_tokens == len(middle) and got.placed_tokens == len(FIRST)
+    assert got.token_ids == PREFIX + FIRST + middle
+    exact = assemble_cache(model, _piece(model, PREFIX), [middle], recompute=0.0)
+    assert _max_key_diff(exact.cache, _kv(model, PREFIX + middle)) < 1e-5
+
+
+def test_models_whose_keys_cannot_move_are_refused():
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=300)).eval()
+    with pytest.raises(InputError, match="no rotary position embedding"):
+        rotary_of(gpt2)
+    dynamic = LlamaForCausalLM(
+        LlamaConfig(**SMALL, rope_parameters={"rope_type": "dynamic", "factor": 2.0})
+    )
+    with pytest.raises(InputError, match="changes with the sequence length"):
+        rotary_of(dynamic)
+    sliding = MistralForCausalLM(MistralConfig(**SMALL, sliding_window=32)).eval()
+    rotary_of(sliding, prompt_tokens=32)
+    with pytest.raises(InputError, match="sliding window"):
+        assemble_cache(sliding, _piece(sliding, PREFIX), [_piece(sliding, FIRST)])
+    model = _model("llama")
+    with pytest.raises(InputError, match="within 0..1"):
+        assemble_cache(model, _piece(model, PREFIX), [_piece(model, FIRST)], recompute=1.5)
+
+
+@pytest.fixture(scope="module")
+def chunk_kv(tmp_path_factory):
+    """The sample repository chunked, and the KV of the shipped templates' prefixes and of its
+    12 highest-ranked chunks stored in one folder (shipped model and tokenizer)."""
+    from typer.testing import CliRunner
+
+    from copilot_cli.cli import app
+    from tests.context.conftest import SAMPLE
+
+    runner, root = CliRunner(), tmp_path_factory.mktemp("chunk-kv")
+    paths = {name: root / name for name in ("chunks.jsonl", "registry.json", "bundle", "kv")}
+    chunks, registry, bundle, kv = paths.values()
+    for args in (
+        ["chunk", str(SAMPLE), "-o", str(chunks), "--registry", str(registry), "--jobs", "1"],
+        ["compile-templates", "templates", "-o", str(bundle)],
+        [
+            *("prefill-kv", str(bundle), "-o", str(kv), "--chunks", str(chunks)),
+            *("--registry", str(registry), "--top", "12", "--snippet-format", "xml", "--json"),
+        ],
+    ):
+        ran = runner.invoke(app, args)
+        assert ran.exit_code == 0, ran.output
+    return {**paths, "first": json.loads(ran.stdout)}
+
+
+def _stored_chunks(kv) -> dict:
+    index = json.loads((kv / "index.json").read_text())
+    return {n: e for n, e in index["prefixes"].items() if e.get("kind") == "chunk"}
+
+
+def test_each_distinct_snippet_is_stored_once_after_one_shared_lead(chunk_kv, shipped):
+    from copilot_cli.chunking import read_chunks, read_registry
+    from copilot_cli.context.render import snippet_text
+    from copilot_cli.kv.chunkkv import chunk_name, lead_ids
+
+    _, records = read_chunks(chunk_kv["chunks.jsonl"])
+    by_id = {r["id"]: r for r in records}
+    top = [by_id[e["id"]] for e in read_registry(chunk_kv["registry.json"])["chunks"][:12]]
+    snippets = {snippet_text(r["locations"][0]["path"], r["text"], "xml") for r in top}
+    stored = _stored_chunks(chunk_kv["kv"])
+    assert set(stored) == {chunk_name(s) for s in snippets}
+    lead = lead_ids(shipped.tokenizer)
+    assert {e["lead_tokens"] for e in stored.values()} == {len(lead)}
+    assert all(e["token_ids"][: len(lead)] == lead for e in stored.values())
+    assert len({e["segments"][0] for e in stored.values()}) == 1  # the lead, computed once
+    # snippets share their opening (`<snippet path="src/`): the radix tree stores it once too
+    assert len({e["segments"][-1] for e in stored.values()}) == len(stored)
+
+
+def test_a_rerun_reuses_every_chunk_and_inspect_reads_them(chunk_kv, runner):
+    from copilot_cli.cli import app
+
+    kv, chunks = chunk_kv["kv"], chunk_kv["chunks.jsonl"]
+    args = [str(chunk_kv["bundle"]), "-o", str(kv), "--chunks", str(chunks), "--json"]
+    args += ["--registry", str(chunk_kv["registry.json"]), "--top", "12"]
+    ran = runner.invoke(app, ["prefill-kv", *args, "--snippet-format", "xml"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.stdout)["computed_tokens"] == 0
+    assert chunk_kv["first"]["computed_tokens"] > 0
+    ran = runner.invoke(app, ["inspect", str(kv)])
+    assert ran.exit_code == 0 and "chunk/" in ran.output, ran.output
+
+
+def _context(chunk_kv, count: int) -> list[dict[str, str]]:
+    from copilot_cli.chunking import read_chunks
+
+    _, records = read_chunks(chunk_kv["chunks.jsonl"])
+    stored = {e["origin"].removeprefix("chunk:") for e in _stored_chunks(chunk_kv["kv"]).values()}
+    chosen = [r for r in records if r["id"] in stored][:count]
+    return [{"path": r["locations"][0]["path"], "text": r["text"].rstrip("\n")} for r in chosen]
+
+
+def test_a_request_reuses_stored_chunks_and_full_recompute_is_a_full_prefill(chunk_kv, shipped):
+    from copilot_cli.core.tokens import prompt_ids
+    from copilot_cli.kv import PrefixStore, generate_with_prefix
+    from copilot_cli.kv.serving import assemble_request
+    from copilot_cli.prompts import load_bundle
+
+    model, tok = shipped.model, shipped.tokenizer
+    bundle, kv = load_bundle(chunk_kv["bundle"]), chunk_kv["kv"]
+    inputs = {"language": "python", "code_before": "def mean(xs):\n"}
+    context = _context(chunk_kv, 3)
+    assembled, rest, _ = assemble_request(
+        model, tok, bundle, kv, "code-completion", inputs, context, recompute=0.0
+    )
+    assert assembled.placed_tokens > 0 and assembled.recomputed_tokens == 0
+    text = bundle.render("code-completion", **inputs, context=context)
+    assert tok.decode(assembled.token_ids + rest) == tok.decode(prompt_ids(tok, text))
+    kwargs = {"max_new_tokens": 10, "do_sample": False, "pad_token_id": tok.pad_token_id}
+    ids = torch.tensor([assembled.token_ids + rest])
+    plain = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+    store = PrefixStore(kv, model)
+    for source in (kv, store):
+        exact = generate_with_prefix(
+            model, tok, bundle, source, "code-completion", inputs, context, 1.0, **kwargs
+        )
+        assert exact.tolist() == plain.tolist()
+    assert all(entry["refs"] == 0 for entry in store._entries.values())
+    reused = generate_with_prefix(
+        model, tok, bundle, kv, "code-completion", inputs, context, 0.15, **kwargs
+    )
+    assert reused.shape == plain.shape
+
+
+def test_chunk_kv_of_another_model_is_refused(chunk_kv, tiny_llama_dir):
+    from copilot_cli.core.errors import FingerprintMismatch
+    from copilot_cli.core.models import ModelSpec, load_model
+    from copilot_cli.kv.assemble import load_piece
+
+    other = load_model(ModelSpec(str(tiny_llama_dir)))
+    name = next(iter(_stored_chunks(chunk_kv["kv"])))
+    with pytest.raises(FingerprintMismatch):
+        load_piece(chunk_kv["kv"], other.model, name)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (["--top", "0"], "--top"),
+        (["--snippet-format", "html"], "--snippet-format"),
+        (["--registry", "registry.json"], "--registry"),
+        (["--chunks", "missing.jsonl"], "--chunks"),
+    ],
+)
+def test_bad_chunk_options_exit_2(chunk_kv, runner, extra, field, tmp_path):
+    from copilot_cli.cli import app
+
+    base = ["prefill-kv", str(chunk_kv["bundle"]), "-o", str(tmp_path / "kv")]
+    if field in ("--top", "--snippet-format"):
+        base += ["--chunks", str(chunk_kv["chunks.jsonl"])]
+    extra = [str(chunk_kv[a]) if a in chunk_kv else a for a in extra]
+    ran = runner.invoke(app, [*base, *extra])
+    assert ran.exit_code == 2, ran.output
+    assert field in ran.output and "Traceback" not in ran.output
+    assert not (tmp_path / "kv").exists()
