@@ -161,7 +161,7 @@ def test_models_whose_keys_cannot_move_are_refused():
     with pytest.raises(InputError, match="sliding window"):
         assemble_cache(sliding, _piece(sliding, PREFIX), [_piece(sliding, FIRST)])
     model = _model("llama")
-    with pytest.raises(InputError, match="within 0..1"):
+    with pytest.raises(InputError, match=r"within 0\.\.1"):
         assemble_cache(model, _piece(model, PREFIX), [_piece(model, FIRST)], recompute=1.5)
 
 
