@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,11 +225,13 @@ def _chain_from_file(path: Path) -> list[Path]:
 
 
 class PrefixStore:
-    """Loaded prefixes shared across requests, reference-counted, LRU-evicted by bytes.
+    """Loaded prefixes shared across requests: their segments held once each in a
+    SegmentStore (a trunk shared by many prefixes is one copy), reference-counted while a
+    request uses them, LRU-evicted by bytes over segments.
 
-    Each prefix is read and verified once and kept as one copy; `acquire` hands out a new
-    DynamicCache per request whose layers point at the shared tensors (no copy: appending
-    creates new tensors, so requests never see each other's tokens).
+    `acquire` hands out a new DynamicCache per request whose layers hold the prefix's keys and
+    values (the segments' own tensors when the prefix is one segment, else one joined copy for
+    that request; appending creates new tensors, so requests never see each other's tokens).
     """
 
     def __init__(
@@ -248,16 +249,25 @@ class PrefixStore:
         order (requests never wait for it), and `get` consults its Bloom filter before
         reading any other prefix from disk. `request_log` (a path or a warm.RequestLog):
         every `get` is appended to it, the input of `warm-plan`."""
+        from copilot_cli.kv.store import SegmentStore
+
         self.kv = KVCacheDir(kv_dir)
         self.model = model
         self.tokenizer = tokenizer
-        self.max_bytes = max_bytes
-        _check_model(self.kv.model_fingerprint, model, str(kv_dir))
-        self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        model_fp, geometry = _check_model(self.kv.model_fingerprint, model, str(kv_dir))
+        dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        self.segments = SegmentStore(
+            self.kv.path,
+            model_fingerprint=model_fp,
+            tokenizer_fingerprint=tokenizer_fingerprint(tokenizer) if tokenizer else None,
+            geometry=geometry,
+            max_bytes=max_bytes,
+            dtype=dtype,
+        )
         self._lock = threading.Lock()
-        self.hits = self.misses = self.evictions = self.bloom_skips = 0
+        self.hits = self.misses = self.bloom_skips = 0
+        self._held: dict[str, int] = {}  # prefix -> requests using it
         self.plan = None
-        self._pinned: set[str] = set()
         self._planned: set[str] = set()  # L0 and L1: loaded on a miss without asking the filter
         self._warming: threading.Thread | None = None
         self._stop = threading.Event()
@@ -269,6 +279,38 @@ class PrefixStore:
 
             self.request_log = RequestLog(request_log)
 
+    @property
+    def max_bytes(self) -> int:
+        return self.segments.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self.segments.set_max_bytes(value)
+
+    @property
+    def evictions(self) -> int:
+        return self.segments.evictions
+
+    @property
+    def bytes_held(self) -> int:
+        return self.segments.bytes_held
+
+    def resident(self, name: str) -> bool:
+        """Every segment of prefix `name` is in memory."""
+        return all(self.segments.holds(h) for h in self.kv.prefix(name).segments)
+
+    def in_use(self) -> int:
+        """Requests holding a prefix now (0 once every acquire was released)."""
+        with self._lock:
+            return sum(self._held.values())
+
+    def _chain(self, name: str) -> list[tuple[str, str, int]]:
+        """(segment, its parent, its start) of prefix `name`, from the index."""
+        segments = self.kv.index["segments"]
+        return [
+            (h, segments[h]["parent"], segments[h]["start"]) for h in self.kv.prefix(name).segments
+        ]
+
     def _use_plan(self, plan: Any) -> None:
         from copilot_cli.warm import read_plan
 
@@ -279,27 +321,28 @@ class PrefixStore:
         self.plan = plan
         stored = self.kv.index["prefixes"]
         for item in plan.in_tier("L0"):
-            if item.id in stored and item.id not in self._entries:
-                self._entries[item.id] = self._load(item.id)
-                self._pinned.add(item.id)
+            if item.id in stored:
+                self._verify(item.id)
+                for seg_hash, _, _ in self._chain(item.id):
+                    self.segments.pin(seg_hash)
         l1 = [item.id for item in plan.in_tier("L1") if item.id in stored]
         self._planned = {item.id for item in plan.in_tier("L0")} | set(l1)
         self._warming = threading.Thread(target=self._warm, args=(l1,), daemon=True)
         self._warming.start()
 
     def _warm(self, names: list[str]) -> None:
-        """Background pre-load of L1 (outside the lock: requests are served meanwhile)."""
+        """Background pre-load of L1 within the budget (requests are served meanwhile; what
+        it reads goes to the eviction end, so it never pushes out what requests use)."""
         for name in names:
-            if self._stop.is_set():
-                return
-            with self._lock:
-                if name in self._entries:
+            for seg_hash, parent, start in self._chain(name):
+                if self._stop.is_set():
+                    return
+                if self.segments.holds(seg_hash):
                     continue
-            entry = self._load(name)
-            with self._lock:
-                if name not in self._entries and self.bytes_held + entry["bytes"] <= self.max_bytes:
-                    self._entries[name] = entry
-                    self._entries.move_to_end(name, last=False)  # not the next one evicted
+                size = self.kv.index["segments"][seg_hash]["bytes"]
+                if self.segments.bytes_held + size > self.segments.max_bytes:
+                    return
+                self.segments.get(seg_hash, parent=parent, start=start, cold=True)
 
     def wait_warm(self, timeout: float | None = None) -> bool:
         """Block until the background pre-load finished (True) or `timeout` passed."""
@@ -320,66 +363,72 @@ class PrefixStore:
         request log, the request is logged (`context`: repository, files, chunks)."""
         if self.request_log is not None:
             self.request_log.record(session, name, **context)
-        with self._lock:
-            resident = name in self._entries
         planned = self.plan is None or name in self._planned
-        if not resident and not planned and not self.plan.may_be_stored("prefix", name):
+        if not planned and not self.resident(name) and not self.plan.may_be_stored("prefix", name):
             self.bloom_skips += 1
             return None
         return self.acquire(name)
 
-    @property
-    def bytes_held(self) -> int:
-        return sum(entry["bytes"] for entry in self._entries.values())
+    def _verify(self, name: str) -> list[Any]:
+        """Acquire the segments of `name` (read and verified on first use) and check they hold
+        its tokens and block hashes; released again if anything is off."""
+        chain = self._chain(name)
+        taken = []
+        try:
+            for seg_hash, parent, start in chain:
+                taken.append(self.segments.acquire(seg_hash, parent=parent, start=start))
+            stored = self.kv.prefix(name).token_ids
+            if [t for s in taken for t in s.token_ids] != stored:
+                raise ArtifactError(
+                    f"segments of {name!r} hold other tokens than its index entry",
+                    where=str(self.kv.path),
+                )
+            digests = (self.segments.model_fingerprint, *(s.metadata[DIGEST_KEY] for s in taken))
+            if not verified.held("block-hashes", digests):
+                check_block_hashes(taken, stored, self.segments.model_fingerprint)
+                verified.hold("block-hashes", digests)
+        except BaseException:
+            for segment in taken:
+                self.segments.release(segment.metadata["segment_hash"])
+            raise
+        return taken
 
-    def _load(self, name: str) -> dict[str, Any]:
-        stored = self.kv.prefix(name)
-        paths = [self.kv.segment_path(h) for h in stored.segments]
-        token_ids, keys, values = _read_chain(paths, self.model, self.tokenizer)
-        if token_ids != stored.token_ids:
-            raise ArtifactError(
-                f"segments of {name!r} hold other tokens than its index entry",
-                where=str(self.kv.path),
-            )
-        nbytes = sum(t.numel() * t.element_size() for t in (*keys, *values))
-        return {"token_ids": token_ids, "keys": keys, "values": values, "bytes": nbytes, "refs": 0}
+    def tensors(self, name: str) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor]]:
+        """(token ids, keys, values) of `name` (shared with other requests when the prefix is
+        one segment: never write into them); counted as `acquire`, so `release(name)` when
+        done."""
+        resident = self.resident(name)
+        taken = self._verify(name)
+        with self._lock:
+            self.hits += resident
+            self.misses += not resident
+            self._held[name] = self._held.get(name, 0) + 1
+        token_ids = [t for s in taken for t in s.token_ids]
+        layers = range(len(taken[0].keys))
+        keys = [_joined([s.keys[i] for s in taken]) for i in layers]
+        values = [_joined([s.values[i] for s in taken]) for i in layers]
+        return token_ids, keys, values
 
     def acquire(self, name: str) -> Any:
         """A per-request cache for prefix `name`; call `release(name)` when done."""
-        with self._lock:
-            entry = self._entries.get(name)
-            if entry is None:
-                self.misses += 1
-                entry = self._entries[name] = self._load(name)
-            else:
-                self.hits += 1
-            self._entries.move_to_end(name)
-            entry["refs"] += 1
-            self._evict()
-        return build_cache(self.model, entry["keys"], entry["values"])
-
-    def tensors(self, name: str) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor]]:
-        """(token ids, keys, values) of `name`, shared with every other request (never write
-        into them); loaded and counted as `acquire` does, so `release(name)` when done."""
-        self.acquire(name)
-        with self._lock:
-            entry = self._entries[name]
-            return entry["token_ids"], entry["keys"], entry["values"]
+        _, keys, values = self.tensors(name)
+        return build_cache(self.model, keys, values)
 
     def release(self, name: str) -> None:
         with self._lock:
-            entry = self._entries.get(name)
-            if entry is not None and entry["refs"] > 0:
-                entry["refs"] -= 1
-            self._evict()
+            count = self._held.get(name, 0)
+            if count == 0:
+                return
+            if count == 1:
+                del self._held[name]
+            else:
+                self._held[name] = count - 1
+        for seg_hash in self.kv.prefix(name).segments:
+            self.segments.release(seg_hash)
 
     def token_ids(self, name: str) -> list[int]:
         return list(self.kv.prefix(name).token_ids)
 
-    def _evict(self) -> None:
-        for name in list(self._entries):
-            if self.bytes_held <= self.max_bytes:
-                return
-            if self._entries[name]["refs"] == 0 and name not in self._pinned:
-                del self._entries[name]
-                self.evictions += 1
+
+def _joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)

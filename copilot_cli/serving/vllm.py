@@ -304,18 +304,24 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         """Per layer, the keys and values of positions [start, end) as [tokens, heads, dim]."""
         parts_k: list[list[torch.Tensor]] = []
         parts_v: list[list[torch.Tensor]] = []
-        for seg_hash, seg_start, seg_length in spec.segments:
-            segment = self.store.get(seg_hash)
-            lo = max(spec.start, seg_start) - seg_start
-            hi = min(spec.end, seg_start + seg_length) - seg_start
-            if not parts_k:
-                parts_k = [[] for _ in segment.keys]
-                parts_v = [[] for _ in segment.values]
-            for i, (k, v) in enumerate(zip(segment.keys, segment.values, strict=True)):
-                parts_k[i].append(k[:, lo:hi])
-                parts_v[i].append(v[:, lo:hi])
-        keys = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_k]
-        values = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_v]
+        taken: list[str] = []  # in use until joined: never evicted by the next one's read
+        try:
+            for seg_hash, seg_start, seg_length in spec.segments:
+                segment = self.store.acquire(seg_hash)
+                taken.append(seg_hash)
+                lo = max(spec.start, seg_start) - seg_start
+                hi = min(spec.end, seg_start + seg_length) - seg_start
+                if not parts_k:
+                    parts_k = [[] for _ in segment.keys]
+                    parts_v = [[] for _ in segment.values]
+                for i, (k, v) in enumerate(zip(segment.keys, segment.values, strict=True)):
+                    parts_k[i].append(k[:, lo:hi])
+                    parts_v[i].append(v[:, lo:hi])
+            keys = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_k]
+            values = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_v]
+        finally:
+            for seg_hash in taken:
+                self.store.release(seg_hash)
         return keys, values
 
     def _inject(

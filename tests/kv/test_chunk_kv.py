@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 from transformers import (
     DynamicCache,
@@ -262,7 +264,7 @@ def test_a_request_reuses_stored_chunks_and_full_recompute_is_a_full_prefill(chu
             model, tok, bundle, source, "code-completion", inputs, context, 1.0, **kwargs
         )
         assert exact.tolist() == plain.tolist()
-    assert all(entry["refs"] == 0 for entry in store._entries.values())
+    assert store.in_use() == 0 and not store.segments._refs
     reused = generate_with_prefix(
         model, tok, bundle, kv, "code-completion", inputs, context, 0.15, **kwargs
     )
@@ -300,3 +302,53 @@ def test_bad_chunk_options_exit_2(chunk_kv, runner, extra, field, tmp_path):
     assert ran.exit_code == 2, ran.output
     assert field in ran.output and "Traceback" not in ran.output
     assert not (tmp_path / "kv").exists()
+
+
+@pytest.fixture(scope="module")
+def shared_kv(tmp_path_factory, shipped):
+    """Six prefixes over three shared trunks (the shipped model): segments shared 2-6 ways."""
+    from copilot_cli.kv import PrefillOptions, PrefixSource, prefill_sources
+
+    out = tmp_path_factory.mktemp("shared") / "kv"
+    sources = [
+        PrefixSource(f"p{a}{b}", f"Role {a}.\n" * 4 + f"Rule {b}.\n" * 3, "test")
+        for a in range(2)
+        for b in range(3)
+    ]
+    prefill_sources(shipped, sources, PrefillOptions(out=out, chunk_size=64))
+    return out
+
+
+@settings(max_examples=40)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["acquire", "release", "squeeze"]), st.integers(0, 5)),
+        max_size=30,
+    )
+)
+def test_refcounts_never_leak_and_what_is_in_use_is_never_evicted(shared_kv, shipped, steps):
+    from copilot_cli.kv import PrefixStore
+
+    store = PrefixStore(shared_kv, shipped.model)
+    names = sorted(store.kv.index["prefixes"])
+    open_requests: list[str] = []
+    for action, pick in steps:
+        name = names[pick]
+        if action == "acquire":
+            cache = store.acquire(name)
+            assert cache.get_seq_length() == len(store.token_ids(name))
+            open_requests.append(name)
+        elif action == "release" and name in open_requests:
+            open_requests.remove(name)
+            store.release(name)
+        elif action == "squeeze":
+            store.max_bytes = pick * 20_000
+        assert all(store.resident(n) for n in open_requests)
+        held = store.segments._segments
+        assert store.bytes_held == sum(s.nbytes for s in held.values())
+        in_use = {h for n in open_requests for h in store.kv.prefix(n).segments}
+        assert set(store.segments._refs) == in_use
+        assert store.bytes_held <= store.max_bytes or set(held) <= in_use | set(list(held)[-1:])
+    for name in open_requests:
+        store.release(name)
+    assert store.in_use() == 0 and not store.segments._refs

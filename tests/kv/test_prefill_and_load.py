@@ -101,7 +101,12 @@ def test_prefix_store_shares_counts_and_evicts(shipped, tmp_path):
     a1 = store.acquire("alpha")
     a2 = store.acquire("alpha")
     assert (store.misses, store.hits) == (1, 1)
-    assert a1.layers[0].keys.data_ptr() == a2.layers[0].keys.data_ptr()  # one copy, shared
+    index = json.loads((tmp_path / "kv" / "index.json").read_text())
+    chain = index["prefixes"]["alpha"]["segments"]
+    (trunk,) = index["prefixes"]["gamma"]["segments"]  # gamma is the shared trunk alone
+    assert chain[0] == trunk and len(chain) == 3  # trunk, "Task: write ", alpha's own end
+    held = {h: store.segments.get(h) for h in chain}
+    assert store.bytes_held == sum(s.nbytes for s in held.values())  # each segment once
     tok = shipped.tokenizer
     ids = prompt_ids(tok, SOURCES[0].text)
     shipped.model.generate(
@@ -112,14 +117,18 @@ def test_prefix_store_shares_counts_and_evicts(shipped, tmp_path):
         pad_token_id=tok.pad_token_id,
     )
     assert a2.get_seq_length() == len(ids)  # the other request did not see those tokens
-    one_prefix = store.bytes_held
-    store.max_bytes = one_prefix  # room for exactly one prefix
-    store.acquire("beta")
-    assert store.evictions == 0  # alpha is still in use: not evicted
-    for _ in range(2):
-        store.release("alpha")
-    store.release("beta")
-    assert store.bytes_held <= one_prefix and store.evictions >= 1
+    assert torch.equal(a2.layers[0].keys[0], torch.cat([s.keys[0] for s in held.values()], 1))
+    store.acquire("gamma")  # the shared trunk alone: nothing new read, its tensors shared
+    assert (store.misses, store.hits) == (1, 2)
+    assert store.acquire("gamma").layers[0].keys.data_ptr() == held[trunk].keys[0].data_ptr()
+    both = store.bytes_held
+    store.max_bytes = 1  # no room: only what requests use stays
+    assert store.evictions == 0 and store.bytes_held == both  # alpha and gamma are in use
+    store.acquire("beta")  # shares two segments with alpha, reads its own end though over
+    assert store.segments.refs(trunk) == 5 and store.segments.refs(chain[1]) == 3
+    for name in ("alpha", "alpha", "gamma", "gamma", "beta"):
+        store.release(name)
+    assert store.in_use() == 0 and store.bytes_held == 0 and store.evictions == 4
 
 
 def test_generate_with_prefix_is_token_identical(shipped, tmp_path):

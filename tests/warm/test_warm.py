@@ -171,11 +171,11 @@ def test_prefix_store_follows_a_plan(shipped_artifacts, tmp_path):
     loaded = load_model(ModelSpec())
     plan = _plan_for(tmp_path, kv, names[:1], names[1:3], names[3:5])
     store = PrefixStore(kv, loaded.model, plan=plan, request_log=tmp_path / "log.jsonl")
-    assert names[0] in store._entries  # L0 resident before any request
-    assert store.wait_warm(60) and {names[1], names[2]} <= set(store._entries)
+    assert store.resident(names[0])  # L0 resident before any request
+    assert store.wait_warm(60) and store.resident(names[1]) and store.resident(names[2])
     store.max_bytes = 1  # pressure: everything evictable goes, L0 stays
     store.release(names[0])
-    assert names[0] in store._entries
+    assert store.resident(names[0])
     assert store.get(names[3], session="dev") is not None  # L2: in the filter, read on use
     outside = names[5]  # in no tier: the filter rules it out, no disk read
     entry = json.loads((kv / "index.json").read_text())["prefixes"][outside]
