@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import torch
 from transformers import (
     DynamicCache,
     GPT2Config,
