@@ -4,6 +4,7 @@ from copilot_cli.warm.bloom import BloomFilter
 from copilot_cli.warm.log import Request, RequestLog, read_log
 from copilot_cli.warm.options import WarmPlanOptions
 from copilot_cli.warm.plan import Plan, PlanItem, make_plan, read_plan
+from copilot_cli.warm.predict import Sizes, offline_optimum
 from copilot_cli.warm.sessions import SessionConfig, generate_sessions
 
 __all__ = [
@@ -13,9 +14,11 @@ __all__ = [
     "Request",
     "RequestLog",
     "SessionConfig",
+    "Sizes",
     "WarmPlanOptions",
     "generate_sessions",
     "make_plan",
+    "offline_optimum",
     "read_log",
     "read_plan",
 ]

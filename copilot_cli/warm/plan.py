@@ -29,7 +29,7 @@ from copilot_cli.core.outputs import claim_file
 from copilot_cli.warm.bloom import BloomFilter
 from copilot_cli.warm.log import read_log
 from copilot_cli.warm.options import WarmPlanOptions
-from copilot_cli.warm.predict import PREDICTORS, Evaluation, Item, evaluate
+from copilot_cli.warm.predict import PREDICTORS, Evaluation, Item, Sizes, evaluate
 
 FORMAT = "copilot-opt.warm-plan"
 FORMAT_VERSION = 1
@@ -96,8 +96,8 @@ class Plan:
         }
 
 
-def _sizes(options: WarmPlanOptions) -> tuple[dict[Item, int], dict[str, str] | None]:
-    sizes: dict[Item, int] = {}
+def _sizes(options: WarmPlanOptions) -> tuple[Sizes, dict[str, str] | None]:
+    sizes = Sizes()
     kv = None
     if options.kv is not None:
         from copilot_cli.kv import KVCacheDir
@@ -105,13 +105,15 @@ def _sizes(options: WarmPlanOptions) -> tuple[dict[Item, int], dict[str, str] | 
         folder = KVCacheDir(options.kv)
         segments = folder.index["segments"]
         for name, entry in folder.index["prefixes"].items():
-            sizes[("prefix", name)] = sum(segments[s]["bytes"] for s in entry["segments"])
+            parts = [(f"segment:{s}", segments[s]["bytes"]) for s in entry["segments"]]
+            sizes.add(("prefix", name), parts)
         kv = {k: folder.index[k] for k in ("model_fingerprint", "tokenizer_fingerprint")}
     if options.chunks is not None:
         from copilot_cli.chunking import read_chunks
 
         for chunk in read_chunks(options.chunks)[1]:
-            sizes[("chunk", chunk["id"])] = len(chunk["text"].encode("utf-8"))
+            item = ("chunk", chunk["id"])
+            sizes.add(item, [(f"chunk:{chunk['id']}", len(chunk["text"].encode("utf-8")))])
     return sizes, kv
 
 
@@ -157,16 +159,18 @@ def make_plan(options: WarmPlanOptions) -> Plan:
     )
 
 
-def _tiers(
-    scores: dict[Item, float], sizes: dict[Item, int], options: WarmPlanOptions
-) -> list[PlanItem]:
+def _tiers(scores: dict[Item, float], sizes: Sizes, options: WarmPlanOptions) -> list[PlanItem]:
     ordered = sorted(sizes, key=lambda i: (-scores.get(i, 0.0), i))
-    items, used = [], 0
+    items, used, held = [], 0, set()
     for item in ordered:
         p = round(scores.get(item, 0.0), 6)
-        fits = p > 0 and used + sizes[item] <= options.budget
+        new = sizes.new_parts(item, held) if isinstance(sizes, Sizes) else [("", sizes[item])]
+        cost = sum(size for _, size in new)
+        fits = p > 0 and used + cost <= options.budget  # shared segments count once
         tier = ("L0" if p >= options.l0_probability else "L1") if fits else "L2"
-        used += sizes[item] if fits else 0
+        if fits:
+            used += cost
+            held.update(name for name, _ in new)
         items.append(PlanItem(item[1], item[0], tier, sizes[item], p))
     rank = {"L0": 0, "L1": 1, "L2": 2}
     return sorted(items, key=lambda i: (rank[i.tier], -i.probability, i.kind, i.id))

@@ -214,16 +214,90 @@ class Evaluation:
         }
 
 
+class Sizes(dict):
+    """Item -> bytes when loaded alone, and what it is made of: a prefix's KV segments (a
+    template trunk shared by many prefixes is one part, held once), a chunk is one part."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: dict[Item, tuple[tuple[str, int], ...]] = {}
+
+    def add(self, item: Item, parts: list[tuple[str, int]]) -> None:
+        self.parts[item] = tuple(parts)
+        self[item] = sum(size for _, size in parts)
+
+    def new_parts(self, item: Item, held: set[str]) -> list[tuple[str, int]]:
+        """The parts of `item` not in `held` (what loading it would add)."""
+        parts = self.parts.get(item, ((f"{item[0]}:{item[1]}", self[item]),))
+        return [(name, size) for name, size in parts if name not in held]
+
+
 def resident_set(scores: dict[Item, float], sizes: dict[Item, int], budget: int) -> set[Item]:
-    """Highest probability first (ties by id) while the bytes fit."""
-    chosen, used = set(), 0
+    """Highest probability first (ties by id) while the bytes fit; a part shared with an item
+    already chosen costs nothing again."""
+    chosen, held, used = set(), set(), 0
     for item in sorted(scores, key=lambda i: (-scores[i], i)):
-        size = sizes.get(item)
-        if size is None or used + size > budget:
+        if item not in sizes:
+            continue
+        new = _new_parts(sizes, item, held)
+        cost = sum(size for _, size in new)
+        if used + cost > budget:
             continue
         chosen.add(item)
-        used += size
+        held.update(name for name, _ in new)
+        used += cost
     return chosen
+
+
+def _new_parts(sizes: dict[Item, int], item: Item, held: set[str]) -> list[tuple[str, int]]:
+    if isinstance(sizes, Sizes):
+        return sizes.new_parts(item, held)
+    return [(f"{item[0]}:{item[1]}", sizes[item])]
+
+
+def resident_bytes(items: set[Item], sizes: dict[Item, int]) -> int:
+    """Bytes of `items` held together (shared parts once)."""
+    held: set[str] = set()
+    total = 0
+    for item in sorted(items):
+        new = _new_parts(sizes, item, held)
+        held.update(name for name, _ in new)
+        total += sum(size for _, size in new)
+    return total
+
+
+def offline_optimum(uses: list[Item], sizes: dict[Item, int], budget: int) -> float:
+    """Belady's rule over parts, replaying `uses` in order: an item is a hit when all its parts
+    are resident; missing parts are loaded, then the resident part used farthest in the future
+    (never, first) is evicted until the bytes fit. The hit rate no online policy beats by
+    much at the same budget (with sizes that differ it is a heuristic bound, not exact)."""
+    part_uses: list[list[tuple[str, int]]] = [_new_parts(sizes, i, set()) for i in uses]
+    next_use: dict[str, list[int]] = {}
+    for step in range(len(uses) - 1, -1, -1):
+        for name, _ in part_uses[step]:
+            next_use.setdefault(name, []).append(step)
+    resident: dict[str, int] = {}
+    used = hits = 0
+    for parts in part_uses:
+        names = [name for name, _ in parts]
+        for name in names:
+            next_use[name].pop()
+        hits += all(name in resident for name in names)
+        for name, size in parts:
+            if name not in resident:
+                resident[name] = size
+                used += size
+        for victim in sorted(resident, key=lambda n: -_upcoming(next_use, n, len(uses))):
+            if used <= budget:
+                break
+            if victim not in names:
+                used -= resident.pop(victim)
+    return hits / len(uses) if uses else 0.0
+
+
+def _upcoming(next_use: dict[str, list[int]], name: str, never: int) -> int:
+    pending = next_use.get(name)
+    return pending[-1] if pending else never
 
 
 def evaluate(
@@ -244,7 +318,7 @@ def evaluate(
         history = [r for r in requests if r.t < boundary]
         upcoming = [r for r in requests if boundary <= r.t < boundary + window]
         resident = resident_set(predictor.scores(history, boundary), sizes, budget)
-        resident_total += sum(sizes[i] for i in resident)
+        resident_total += resident_bytes(resident, sizes)
         for request in upcoming:
             for item in request.items():
                 if item in sizes:

@@ -130,7 +130,13 @@ def test_warm_plan_keeps_the_budget_and_is_reproducible(
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     plan = read_plan(tmp_path / "a.json")
     resident = [i for i in plan.items if i.tier in ("L0", "L1")]
-    assert 0 < sum(i.bytes for i in resident) <= 900_000
+    index = json.loads((out / "kv" / "index.json").read_text())
+    segments = {  # what a store holds for them: every shared segment once
+        s for i in resident if i.kind == "prefix" for s in index["prefixes"][i.id]["segments"]
+    }
+    held = sum(index["segments"][s]["bytes"] for s in segments)
+    held += sum(i.bytes for i in resident if i.kind == "chunk")
+    assert 0 < held <= 900_000 < sum(i.bytes for i in resident)  # shared: more fits
     assert {i.kind for i in plan.items} == {"prefix", "chunk"}
     for item in plan.items:
         assert item.tier in ("L0", "L1", "L2") and 0 <= item.probability <= 1 and item.bytes > 0
@@ -197,3 +203,32 @@ def test_a_plan_for_another_kv_folder_is_refused(shipped_artifacts, tmp_path):
     plan.kv = {"model_fingerprint": "0" * 64, "tokenizer_fingerprint": "0" * 64}
     with pytest.raises(ArtifactError, match="another KV folder"):
         PrefixStore(out / "kv", load_model(ModelSpec()).model, plan=plan)
+
+
+def test_the_offline_optimum_evicts_what_is_used_farthest_ahead():
+    from copilot_cli.warm import Sizes, offline_optimum
+
+    sizes = Sizes()
+    for name in "abc":
+        sizes.add(("prefix", name), [(name, 1)])
+    uses = [("prefix", n) for n in "abcab"]
+    # a, b, c miss; c's load evicts b (next used later than a); a hits; b misses
+    assert offline_optimum(uses, sizes, budget=2) == pytest.approx(1 / 5)
+    assert offline_optimum(uses, sizes, budget=3) == pytest.approx(2 / 5)
+    assert offline_optimum([], sizes, budget=3) == 0.0
+
+
+def test_segments_shared_by_prefixes_count_once():
+    from copilot_cli.warm import Sizes, offline_optimum
+    from copilot_cli.warm.predict import resident_bytes, resident_set
+
+    sizes = Sizes()
+    sizes.add(("prefix", "p1"), [("trunk", 10), ("own1", 1)])
+    sizes.add(("prefix", "p2"), [("trunk", 10), ("own2", 1)])
+    scores = {("prefix", "p1"): 0.9, ("prefix", "p2"): 0.8}
+    both = resident_set(scores, sizes, budget=12)
+    assert both == set(scores) and resident_bytes(both, sizes) == 12
+    assert resident_set(scores, dict(sizes), budget=12) == {("prefix", "p1")}  # unshared: 22
+    uses = [("prefix", p) for p in ("p1", "p2", "p1", "p2")]
+    assert offline_optimum(uses, sizes, budget=12) == pytest.approx(2 / 4)
+    assert offline_optimum(uses, sizes, budget=11) == pytest.approx(0 / 4)
