@@ -52,7 +52,6 @@ def chunk_sources(
     registry when given, else all, in file order), each = lead ids + snippet ids."""
     from copilot_cli.chunking import read_chunks, read_registry
     from copilot_cli.core.errors import ArtifactError
-    from copilot_cli.kv.builder import PrefixSource
 
     header, records = read_chunks(chunks, tokenizer_fingerprint=tokenizer_fp)
     if registry is not None:
@@ -65,19 +64,29 @@ def chunk_sources(
         records = [by_id[e["id"]] for e in reg["chunks"] if e["id"] in by_id]
     if top is not None:
         records = records[:top]
+    items = [(r["locations"][0]["path"], r["text"], f"chunk:{r['id']}") for r in records]
+    return snippet_sources(tokenizer, items, fmt)
+
+
+def snippet_sources(
+    tokenizer: Any, items: list[tuple[str, str, str]], fmt: str = "auto"
+) -> list[Any]:
+    """A PrefixSource per distinct snippet of (path, text, origin) items, in order: the lead's
+    ids, then the snippet's own (tokenized alone, as a request's pieces are)."""
+    from copilot_cli.kv.builder import PrefixSource
+
     chosen, separator = snippet_format(tokenizer, fmt)
     lead = lead_ids(tokenizer)
     sources: dict[str, Any] = {}
-    for record in records:
-        path = record["locations"][0]["path"]
-        snippet = snippet_text(path, record["text"], chosen, separator)
+    for path, text, origin in items:
+        snippet = snippet_text(path, text, chosen, separator)
         name = chunk_name(snippet)
         if name not in sources:
             ids = lead + continuation_ids(tokenizer, snippet)
             sources[name] = PrefixSource(
                 name=name,
                 text=snippet,
-                origin=f"chunk:{record['id']}",
+                origin=origin,
                 add_special=True,
                 token_ids=tuple(ids),
                 kind="chunk",
