@@ -8,7 +8,13 @@ from copilot_cli.context.options import (
     OverviewOptions,
     OverviewResult,
 )
-from copilot_cli.context.render import render_block
+from copilot_cli.context.render import (
+    FILE_SEP_TOKENS,
+    XML_INTRO,
+    file_sep_token,
+    render_block,
+    snippet_text,
+)
 from copilot_cli.context.requests import overview_prefix, overview_prefixes
 from copilot_cli.context.session import (
     ContextSession,
@@ -18,16 +24,20 @@ from copilot_cli.context.session import (
 )
 
 __all__ = [
+    "FILE_SEP_TOKENS",
+    "XML_INTRO",
     "Chosen",
     "ContextOptions",
     "ContextResult",
     "ContextSession",
     "OverviewOptions",
     "OverviewResult",
+    "file_sep_token",
     "open_session",
     "overview_prefix",
     "overview_prefixes",
     "render_block",
     "repository_overview",
     "select_context",
+    "snippet_text",
 ]

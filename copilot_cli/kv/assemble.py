@@ -83,35 +83,8 @@ def assemble_cache(
         raise InputError("a stored prefix must start at position 0", where="prefix")
     from copilot_cli.kv.loader import build_cache
 
-    stored = [p for p in ([prefix] if prefix else []) + pieces if isinstance(p, StoredPiece)]
-    layers = len(stored[0].keys) if stored else 0
-    keys: list[list[torch.Tensor]] = [[] for _ in range(layers)]
-    values: list[list[torch.Tensor]] = [[] for _ in range(layers)]
-    if prefix is not None:
-        _place(keys, values, prefix, 0, rotary)
-    ids = list(prefix.token_ids) if prefix else []
-    placed: list[tuple[int, int]] = []  # (start, length) of each placed chunk
-    computed = 0
-    cache = None
     with torch.no_grad():
-        for piece in pieces:
-            if isinstance(piece, StoredPiece):
-                if cache is not None:  # computed pieces went into the cache: continue there
-                    keys, values = _split(cache)
-                    cache = None
-                placed.append((len(ids), len(piece.token_ids)))
-                _place(keys, values, piece, len(ids), rotary)
-                ids += piece.token_ids
-            else:
-                if cache is None:
-                    cache = _cache_of(model, keys, values, build_cache)
-                extend(model, cache, list(piece), _CHUNK_SIZE)
-                ids += list(piece)
-                computed += len(piece)
-        if cache is not None:
-            keys, values = _split(cache)
-        joined_k = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in keys]
-        joined_v = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in values]
+        ids, joined_k, joined_v, placed, computed = _lay_out(model, prefix, pieces, rotary)
         recomputed = 0
         if placed and recompute > 0:
             recomputed = _recompute(model, ids, joined_k, joined_v, placed, recompute)
@@ -123,6 +96,43 @@ def assemble_cache(
         computed_tokens=computed,
         recomputed_tokens=recomputed,
     )
+
+
+def _lay_out(
+    model: Any, prefix: StoredPiece | None, pieces: list[StoredPiece | list[int]], rotary: Rotary
+) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor], list[tuple[int, int]], int]:
+    """(ids, keys, values per layer, (start, length) of each placed piece, computed tokens)."""
+    from copilot_cli.kv.loader import build_cache
+
+    stored = [p for p in ([prefix] if prefix else []) + pieces if isinstance(p, StoredPiece)]
+    layers = len(stored[0].keys) if stored else 0
+    keys: list[list[torch.Tensor]] = [[] for _ in range(layers)]
+    values: list[list[torch.Tensor]] = [[] for _ in range(layers)]
+    if prefix is not None:
+        _place(keys, values, prefix, 0, rotary)
+    ids = list(prefix.token_ids) if prefix else []
+    placed: list[tuple[int, int]] = []
+    computed = 0
+    cache = None
+    for piece in pieces:
+        if isinstance(piece, StoredPiece):
+            if cache is not None:  # computed pieces went into the cache: continue there
+                keys, values = _split(cache)
+                cache = None
+            placed.append((len(ids), len(piece.token_ids)))
+            _place(keys, values, piece, len(ids), rotary)
+            ids += piece.token_ids
+        else:
+            if cache is None:
+                cache = _cache_of(model, keys, values, build_cache)
+            extend(model, cache, list(piece), _CHUNK_SIZE)
+            ids += list(piece)
+            computed += len(piece)
+    if cache is not None:
+        keys, values = _split(cache)
+    joined_k = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in keys]
+    joined_v = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in values]
+    return ids, joined_k, joined_v, placed, computed
 
 
 def _empty(model: Any) -> Any:

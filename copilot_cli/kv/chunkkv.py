@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.context.render import XML_INTRO, file_sep_token, snippet_text
+from copilot_cli.context import XML_INTRO, file_sep_token, snippet_text
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
 
 CHUNK_PREFIX = "chunk/"

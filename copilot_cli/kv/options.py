@@ -48,7 +48,7 @@ class PrefillOptions:
     chunks: Path | None = setting(None, yaml=False)
     registry: Path | None = setting(None, yaml=False)
     top: int | None = setting(None, yaml=False)
-    snippet_format: Literal["auto", "xml", "file-sep"] = "auto"
+    snippet_format: Literal["auto", "xml", "file-sep"] = setting("auto", yaml=False)
 
     def __post_init__(self) -> None:
         coerce_paths(self)

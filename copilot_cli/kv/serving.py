@@ -32,7 +32,7 @@ def context_pieces(
     """The rest of a rendered prompt cut at every snippet whose chunk KV is stored: (pieces in
     order: a stored chunk's name, or the ids of the text before it; the ids of what follows the
     last stored chunk). Each piece is tokenized alone (a chunk as it was stored)."""
-    from copilot_cli.context.render import FILE_SEP_TOKENS, snippet_text
+    from copilot_cli.context import FILE_SEP_TOKENS, snippet_text
     from copilot_cli.kv.chunkkv import chunk_name
 
     pieces: list[str | list[int]] = []

@@ -59,6 +59,7 @@ class Plan:
     fp_rate: float = 0.01
     kv: dict[str, str] | None = None
     unknown_items: int = 0
+    held_bytes: int | None = None  # L0 + L1 as a store holds them (shared segments once)
 
     def tier(self, kind: str, name: str) -> str | None:
         for item in self.items:
@@ -76,6 +77,8 @@ class Plan:
 
     @property
     def resident_bytes(self) -> int:
+        if self.held_bytes is not None:
+            return self.held_bytes
         return sum(i.bytes for i in self.items if i.tier in ("L0", "L1"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,7 +147,7 @@ def make_plan(options: WarmPlanOptions) -> Plan:
     predictor = PREDICTORS[best](options.window)
     predictor.fit(requests)
     scores = predictor.scores(requests, requests[-1].t)
-    items = _tiers(scores, sizes, options)
+    items, held = _tiers(scores, sizes, options)
     l2 = [f"{i.kind}:{i.id}" for i in items if i.tier == "L2"]
     return Plan(
         items=items,
@@ -156,10 +159,15 @@ def make_plan(options: WarmPlanOptions) -> Plan:
         fp_rate=options.fp_rate,
         kv=kv,
         unknown_items=len(used - sizes.keys()),
+        held_bytes=held,
     )
 
 
-def _tiers(scores: dict[Item, float], sizes: Sizes, options: WarmPlanOptions) -> list[PlanItem]:
+def _tiers(
+    scores: dict[Item, float], sizes: Sizes, options: WarmPlanOptions
+) -> tuple[list[PlanItem], int]:
+    """Items in tiers (L0/L1 while the budget holds, a segment shared with an item already
+    in counting nothing again), and the bytes L0 + L1 hold together."""
     ordered = sorted(sizes, key=lambda i: (-scores.get(i, 0.0), i))
     items, used, held = [], 0, set()
     for item in ordered:
@@ -173,7 +181,7 @@ def _tiers(scores: dict[Item, float], sizes: Sizes, options: WarmPlanOptions) ->
             held.update(name for name, _ in new)
         items.append(PlanItem(item[1], item[0], tier, sizes[item], p))
     rank = {"L0": 0, "L1": 1, "L2": 2}
-    return sorted(items, key=lambda i: (rank[i.tier], -i.probability, i.kind, i.id))
+    return sorted(items, key=lambda i: (rank[i.tier], -i.probability, i.kind, i.id)), used
 
 
 def write_plan(plan: Plan, path: Path) -> None:
@@ -201,6 +209,7 @@ def read_plan(path: Path | str) -> Plan:
             fp_rate=float(data["fp_rate"]),
             kv=data["kv"],
             unknown_items=int(data["unknown_items"]),
+            held_bytes=int(data["resident_bytes"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"malformed plan ({exc})", where=str(path)) from None
