@@ -4,6 +4,7 @@ selectively recomputed; refused where moved keys would be wrong."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -352,3 +353,33 @@ def test_refcounts_never_leak_and_what_is_in_use_is_never_evicted(shared_kv, shi
     for name in open_requests:
         store.release(name)
     assert store.in_use() == 0 and not store.segments._refs
+
+
+def test_a_corrupt_chunk_or_another_tokenizer_is_refused(chunk_kv, shipped, tmp_path):
+    import shutil
+
+    from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
+    from copilot_cli.kv.assemble import load_piece
+
+    kv = Path(shutil.copytree(chunk_kv["kv"], tmp_path / "kv"))
+    name, entry = next(iter(_stored_chunks(kv).items()))
+    other_tokenizer = _other_tokenizer(tmp_path)
+    with pytest.raises(FingerprintMismatch):
+        load_piece(kv, shipped.model, name, tokenizer=other_tokenizer)
+    segment = kv / "segments" / f"{entry['segments'][-1]}.safetensors"
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0x40
+    segment.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError):
+        load_piece(kv, shipped.model, name)
+
+
+def _other_tokenizer(tmp_path):
+    from transformers import AutoTokenizer
+
+    from copilot_cli.core.models import SHIPPED_MODEL
+
+    other = AutoTokenizer.from_pretrained(SHIPPED_MODEL)
+    other.add_special_tokens({"additional_special_tokens": ["<|extra|>"]})
+    other.save_pretrained(tmp_path / "other-tokenizer")
+    return AutoTokenizer.from_pretrained(tmp_path / "other-tokenizer")
