@@ -130,8 +130,9 @@ def _lay_out(
             computed += len(piece)
     if cache is not None:
         keys, values = _split(cache)
-    joined_k = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in keys]
-    joined_v = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in values]
+    own = bool(placed)  # the recompute writes into them: never hand back a stored tensor
+    joined_k = [torch.cat(p, dim=1) if len(p) > 1 or own else p[0] for p in keys]
+    joined_v = [torch.cat(p, dim=1) if len(p) > 1 or own else p[0] for p in values]
     return ids, joined_k, joined_v, placed, computed
 
 
@@ -208,8 +209,9 @@ def _recompute(
             where="--recompute",
         )
     device = next(model.parameters()).device
-    full_k = [k.unsqueeze(0).to(device).clone() for k in keys]
-    full_v = [v.unsqueeze(0).to(device).clone() for v in values]
+    # written in place: _lay_out's tensors are this request's own (joined, never the store's)
+    full_k = [k.unsqueeze(0).to(device) for k in keys]
+    full_v = [v.unsqueeze(0).to(device) for v in values]
     cache = _ScatterCache(full_k, full_v)
     positions = torch.cat([torch.arange(s, s + n) for s, n in placed]).to(device)
     token_ids = torch.tensor([ids], device=device)[:, positions]

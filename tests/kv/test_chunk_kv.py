@@ -120,7 +120,10 @@ def test_full_recompute_is_a_full_prefill_and_none_is_placement_only(family):
     model = _model(family)
     full = _kv(model, PREFIX + FIRST + SECOND)
     prefix, pieces = _piece(model, PREFIX), [_piece(model, FIRST), _piece(model, SECOND)]
+    stored = [t.clone() for t in (*pieces[0].keys, *pieces[0].values, *prefix.values)]
     exact = assemble_cache(model, prefix, pieces, recompute=1.0)
+    after = (*pieces[0].keys, *pieces[0].values, *prefix.values)
+    assert all(torch.equal(a, b) for a, b in zip(stored, after, strict=True))  # never written
     assert exact.token_ids == PREFIX + FIRST + SECOND
     assert exact.recomputed_tokens == len(FIRST) + len(SECOND)
     assert _max_key_diff(exact.cache, full) < 1e-5
