@@ -315,9 +315,7 @@ class PrefixStore:
         from copilot_cli.warm import read_plan
 
         plan = read_plan(plan) if isinstance(plan, (str, Path)) else plan
-        expected = self.kv.index["model_fingerprint"], self.kv.index["tokenizer_fingerprint"]
-        if plan.kv and (plan.kv["model_fingerprint"], plan.kv["tokenizer_fingerprint"]) != expected:
-            raise ArtifactError("the warm plan was made for another KV folder's model or tokenizer")
+        plan.check_fits(self.kv.index, str(self.kv.path))
         self.plan = plan
         stored = self.kv.index["prefixes"]
         for item in plan.in_tier("L0"):

@@ -238,11 +238,9 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
 
         try:
             plan = read_plan(path)
+            plan.check_fits(self.kv.index, str(path))
         except CopilotError as exc:
             raise RuntimeError(f"copilot-opt connector refuses the warm plan: {exc}") from None
-        index = self.kv.index
-        if plan.kv and plan.kv["model_fingerprint"] != index["model_fingerprint"]:
-            raise RuntimeError("copilot-opt connector: the warm plan is for another KV folder")
         return plan
 
     def _allowed_segments(self) -> set[str] | None:

@@ -61,6 +61,18 @@ class Plan:
     unknown_items: int = 0
     held_bytes: int | None = None  # L0 + L1 as a store holds them (shared segments once)
 
+    def check_fits(self, index: dict[str, Any], where: str) -> None:
+        """Refuse (ArtifactError) a plan made for another KV folder's model or tokenizer; the
+        one check every consumer of a plan makes (PrefixStore, the vLLM connector)."""
+        if not self.kv:
+            return
+        for key in ("model_fingerprint", "tokenizer_fingerprint"):
+            if self.kv.get(key) != index.get(key):
+                what = key.removesuffix("_fingerprint")
+                raise ArtifactError(
+                    f"the warm plan was made for another KV folder's {what}", where=where
+                )
+
     def tier(self, kind: str, name: str) -> str | None:
         for item in self.items:
             if item.kind == kind and item.id == name:

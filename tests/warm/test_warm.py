@@ -200,9 +200,13 @@ def test_a_plan_for_another_kv_folder_is_refused(shipped_artifacts, tmp_path):
 
     out, _ = shipped_artifacts
     plan = _plan_for(tmp_path, out / "kv", [], [], [])
-    plan.kv = {"model_fingerprint": "0" * 64, "tokenizer_fingerprint": "0" * 64}
-    with pytest.raises(ArtifactError, match="another KV folder"):
-        PrefixStore(out / "kv", load_model(ModelSpec()).model, plan=plan)
+    model = load_model(ModelSpec()).model
+    index = json.loads((out / "kv" / "index.json").read_text())
+    for key in ("model_fingerprint", "tokenizer_fingerprint"):  # either one differing
+        plan.kv = {k: index[k] for k in ("model_fingerprint", "tokenizer_fingerprint")}
+        plan.kv[key] = "0" * 64
+        with pytest.raises(ArtifactError, match="another KV folder's " + key.split("_")[0]):
+            PrefixStore(out / "kv", model, plan=plan)
 
 
 def test_the_offline_optimum_evicts_what_is_used_farthest_ahead():
