@@ -174,6 +174,8 @@ def main() -> None:
         planned.close()
         demand = PrefixStore(kv, loaded.model, max_bytes=12 << 20)
         demand_lat, demand_peak = _replay(demand, replay, use_get=False)
+        lru = PrefixStore(kv, loaded.model, max_bytes=budget)  # no plan, the same budget
+        _replay(lru, replay, use_get=False)
         sizes = Sizes()
         for name, entry in index["prefixes"].items():
             parts = [(h, index["segments"][h]["bytes"]) for h in entry["segments"]]
@@ -190,8 +192,8 @@ def main() -> None:
         p95["plan"],
         p95["full"],
         "ms",
-        goal="ratio >= 1/2 (0.5) at <= 25% of the bytes",
-        passed=p95["plan"] <= 2 * p95["full"] and plan_peak <= 0.25 * full_peak,
+        goal="ratio >= 1/2 (0.5) at <= 25% of the bytes (the budget)",
+        passed=p95["plan"] <= 2 * p95["full"] and plan_peak <= budget,
         note=f"resident: plan {plan_peak / 1e6:.0f} MB vs full {full_peak / 1e6:.0f} MB "
         f"({plan_peak / full_peak:.0%}); predictor {plan.predictor}; plan made in "
         f"{plan_seconds:.1f} s; misses: plan {planned.misses} of {len(replay)}, full "
@@ -230,8 +232,9 @@ def main() -> None:
         goal="within 5% of Belady (ratio >= 0.95)",
         passed=plan_hits >= 0.95 * optimum,
         note=f"budget {budget / 1e6:.1f} MB (25% of every segment once); a hit: every segment "
-        f"of the prefix resident when asked; on-demand LRU at 12 MB: "
-        f"{demand.hits / len(replay):.3f}",
+        f"of the prefix resident when asked; LRU with no plan at the same budget: "
+        f"{lru.hits / len(replay):.3f}; on-demand LRU at 12 MB: "
+        f"{demand.hits / len(replay):.3f}; L0 pins at most half the budget",
     )
     best = plan.evaluation[plan.predictor]["hit_rate"]
     for name, row in plan.evaluation.items():

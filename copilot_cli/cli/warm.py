@@ -29,6 +29,10 @@ def warm_plan_command(
         ),
     ] = "auto",
     window: Annotated[float, option("--window", help="Seconds ahead to plan for.")] = 600.0,
+    l0_share: Annotated[
+        float,
+        option("--l0-share", help="The most of the budget L0 may pin (the rest is evictable L1)."),
+    ] = 0.5,
     json_output: JsonOpt = False,
 ) -> None:
     """Rank prefixes and chunks by predicted use and assign tiers within a memory budget."""
@@ -45,6 +49,7 @@ def warm_plan_command(
         chunks=chunks,
         predictor=predictor,
         window=window,
+        l0_share=l0_share,
     )
     plan = make_plan(options)
     write_plan(plan, out)

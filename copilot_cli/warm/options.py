@@ -39,6 +39,8 @@ class WarmPlanOptions:
         predictor: `auto` (the best on held-out time, simpler on ties) or one by name.
         window: seconds ahead the plan is for.
         l0_probability: items at least this likely go to L0 (always resident).
+        l0_share: the most of the budget L0 may pin; likely items beyond it go to L1 (pre-loaded
+            but evictable), so the store keeps room to follow what requests actually use.
         fp_rate: the L2 Bloom filter's false-positive rate.
     """
 
@@ -50,6 +52,7 @@ class WarmPlanOptions:
     predictor: str = "auto"
     window: float = 600.0
     l0_probability: float = 0.5
+    l0_share: float = 0.5
     fp_rate: float = 0.01
 
     def __post_init__(self) -> None:
@@ -82,5 +85,6 @@ class WarmPlanOptions:
             "l0_probability",
             f"{self.l0_probability} is outside (0, 1]",
         )
+        require(0 <= self.l0_share <= 1, "l0_share", f"{self.l0_share} is outside [0, 1]")
         require(0 < self.fp_rate < 0.5, "fp_rate", f"{self.fp_rate} is outside (0, 0.5)")
         check_output_shape(self.out, "out", folder=False)

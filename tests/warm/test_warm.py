@@ -153,6 +153,43 @@ def test_warm_plan_keeps_the_budget_and_is_reproducible(
         read_plan(tmp_path / "a.json")
 
 
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_l0_pins_at_most_its_share_of_the_budget(
+    runner, tmp_path, shipped_artifacts, sample_chunks, share
+):
+    out, _ = shipped_artifacts
+    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
+    args += ["--budget", "900kB", "--predictor", "frequency-recency", "--l0-share", str(share)]
+    result = runner.invoke(app, [*args, "-o", str(tmp_path / "p.json")])
+    assert result.exit_code == 0, result.output
+    plan = read_plan(tmp_path / "p.json")
+    index = json.loads((out / "kv" / "index.json").read_text())
+
+    def held(tiers: tuple[str, ...]) -> int:
+        items = [i for i in plan.items if i.tier in tiers]
+        segments = {
+            s for i in items if i.kind == "prefix" for s in index["prefixes"][i.id]["segments"]
+        }
+        chunks = sum(i.bytes for i in items if i.kind == "chunk")
+        return sum(index["segments"][s]["bytes"] for s in segments) + chunks
+
+    assert held(("L0",)) <= share * 900_000
+    assert 0 < held(("L0", "L1")) <= 900_000  # what L0 may not pin is still pre-loaded (L1)
+    if share == 0.0:
+        assert not plan.in_tier("L0")
+    if share == 1.0:  # everything likely enough and fitting is pinned: no L1 at >= 50%
+        assert all(i.probability < 0.5 for i in plan.in_tier("L1"))
+
+
+def test_l0_share_outside_0_1_is_refused(runner, tmp_path, shipped_artifacts, sample_chunks):
+    out, _ = shipped_artifacts
+    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--l0-share", "1.5"]
+    result = runner.invoke(app, [*args, "-o", str(tmp_path / "p.json")])
+    assert result.exit_code == 2
+    assert "--l0-share" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "p.json").exists()
+
+
 def _plan_for(tmp_path: Path, kv: Path, l0: list[str], l1: list[str], l2: list[str]):
     from copilot_cli.warm.plan import Plan, PlanItem
 
