@@ -6,16 +6,17 @@ Why recompute: a chunk's KV was computed with only a canonical lead before it, s
 second layer on its tokens never saw the real preceding context. CacheBlend (EuroSys '25)
 recomputes the tokens whose KV deviates most; the rule here:
 
-1. layers 0 and 1 are run for every placed chunk token over the assembled cache (layer 0's KV
-   is exact after re-rotation: it depends only on the token and its position), so layer 1's KV
-   is exact for all of them;
+1. layer 0 is run for every placed chunk token over the assembled cache (its KV is exact after
+   re-rotation: it depends only on the token and its position), and layer 1 only as far as its
+   keys and values (they depend on layer 0's output alone, so they are now exact for all of
+   them; its attention and MLP are skipped);
 2. the tokens whose layer-1 values moved most (L2 norm over heads) are chosen, `ratio` of the
    placed tokens (at least one per chunk: its first token, the one that stood at the lead's
    end);
-3. those tokens alone are run through layers 2..L-1, attending to the whole assembled cache,
+3. those tokens alone are run through layers 1..L-1, attending to the whole assembled cache,
    and their KV replaces the reused KV.
 
-Cost: 2 layers over the placed tokens plus (L - 2) layers over `ratio` of them, against L
+Cost: about 1 layer over the placed tokens plus (L - 1) layers over `ratio` of them, against L
 layers over all of them for a full prefill. The rest of the prompt is prefilled normally.
 """
 
@@ -181,13 +182,21 @@ class _ScatterCache:
         self.keys = keys  # [1, kv_heads, T, head_dim] per layer, written in place
         self.values = values
         self.positions = torch.empty(0, dtype=torch.long)
+        self.probe: int | None = None  # a layer whose keys/values are all that is wanted
 
     def update(
         self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         self.keys[layer_idx][:, :, self.positions] = k.to(self.keys[layer_idx].dtype)
         self.values[layer_idx][:, :, self.positions] = v.to(self.values[layer_idx].dtype)
+        if layer_idx == self.probe:
+            raise _Probed
         return self.keys[layer_idx], self.values[layer_idx]
+
+
+class _Probed(Exception):
+    """Raised once a probed layer's keys and values are written: its attention and MLP are
+    not needed for them (they depend only on the layer's input)."""
 
 
 def _recompute(
@@ -216,13 +225,24 @@ def _recompute(
     positions = torch.cat([torch.arange(s, s + n) for s, n in placed]).to(device)
     token_ids = torch.tensor([ids], device=device)[:, positions]
     hidden = base.embed_tokens(token_ids)
-    early = min(2, len(layers))
-    before = full_v[early - 1][0, :, positions].clone()
-    hidden = _run_layers(base, layers[:early], hidden, positions, cache, len(ids))
-    moved = (full_v[early - 1][0, :, positions] - before).float().norm(dim=-1).sum(dim=0)
-    chosen = _choose(moved, placed, ratio)
-    if early < len(layers) and chosen.numel():
-        _run_layers(base, layers[early:], hidden[:, chosen], positions[chosen], cache, len(ids))
+    if len(layers) < 2:  # layer 0's keys/values are exact after re-rotation: nothing to choose
+        _run_layers(base, layers, hidden, positions, cache, len(ids))
+        chosen = positions
+    else:
+        # layer 0 for every placed token; layer 1 only as far as its keys and values (they
+        # depend on layer 0's output alone, so they are final for every placed token)
+        hidden = _run_layers(base, layers[:1], hidden, positions, cache, len(ids))
+        before = full_v[1][0, :, positions].clone()
+        cache.probe = 1
+        try:
+            _run_layers(base, layers[1:2], hidden, positions, cache, len(ids))
+        except _Probed:
+            pass
+        cache.probe = None
+        moved = (full_v[1][0, :, positions] - before).float().norm(dim=-1).sum(dim=0)
+        chosen = _choose(moved, placed, ratio)
+        if chosen.numel():  # the chosen tokens through layers 1.. attending to everything
+            _run_layers(base, layers[1:], hidden[:, chosen], positions[chosen], cache, len(ids))
     for layer in range(len(keys)):
         keys[layer] = full_k[layer][0].to(keys[layer].device)
         values[layer] = full_v[layer][0].to(values[layer].device)

@@ -138,6 +138,14 @@ def test_full_recompute_is_a_full_prefill_and_none_is_placement_only(family):
     partial = assemble_cache(model, prefix, pieces, recompute=0.15)
     assert partial.recomputed_tokens == round(0.15 * (len(FIRST) + len(SECOND)))
     assert _max_key_diff(partial.cache, full) < _max_key_diff(placed.cache, full)
+    # layers 0 and 1 are exact for every placed token whatever the ratio (layer 1 probed
+    # for its keys/values only); deeper layers only for the recomputed ones
+    for layer in (0, 1):
+        for kind in ("keys", "values"):
+            got = getattr(partial.cache.layers[layer], kind)
+            want = getattr(full.layers[layer], kind)
+            assert torch.allclose(got, want, atol=1e-5), (layer, kind)
+    assert not torch.allclose(partial.cache.layers[2].values, full.layers[2].values, atol=1e-3)
 
 
 def test_computed_pieces_between_chunks_attend_to_what_is_assembled():
