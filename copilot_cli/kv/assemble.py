@@ -22,6 +22,7 @@ layers over all of them for a full prefill. The rest of the prompt is prefilled 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,10 +235,8 @@ def _recompute(
         hidden = _run_layers(base, layers[:1], hidden, positions, cache, len(ids))
         before = full_v[1][0, :, positions].clone()
         cache.probe = 1
-        try:
+        with contextlib.suppress(_Probed):
             _run_layers(base, layers[1:2], hidden, positions, cache, len(ids))
-        except _Probed:
-            pass
         cache.probe = None
         moved = (full_v[1][0, :, positions] - before).float().norm(dim=-1).sum(dim=0)
         chosen = _choose(moved, placed, ratio)

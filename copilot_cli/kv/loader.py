@@ -213,7 +213,8 @@ def _chain_from_file(path: Path) -> list[Path]:
     from copilot_cli.core.safetensors_io import read_header
 
     chain = [path]
-    while True:
+    seen = {path.resolve()}
+    while True:  # headers are not verified yet: a parent that leads back is a cycle, refused
         _, metadata = read_header(chain[0])
         parent = metadata.get("parent", "")
         if not parent:
@@ -221,6 +222,12 @@ def _chain_from_file(path: Path) -> list[Path]:
         parent_path = chain[0].parent / f"{parent}.safetensors"
         if not parent_path.is_file():
             raise ArtifactError(f"parent segment {parent[:16]} is missing", where=str(path))
+        if parent_path.resolve() in seen:
+            raise ArtifactError(
+                f"segment {parent[:16]} is its own ancestor: the chain has a cycle",
+                where=str(path),
+            )
+        seen.add(parent_path.resolve())
         chain.insert(0, parent_path)
 
 

@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+MAX_HASHES = 64  # k = -log2(p): 64 is a false-positive rate of 5e-20, far below any use
+
 
 class BloomFilter:
     def __init__(self, bits: int, hashes: int, data: bytes | None = None) -> None:
@@ -25,7 +27,7 @@ class BloomFilter:
         items = list(items)
         n = max(1, len(items))
         bits = math.ceil(-n * math.log(fp_rate) / (math.log(2) ** 2))
-        bloom = cls(bits, round(bits / n * math.log(2)))
+        bloom = cls(bits, min(MAX_HASHES, round(bits / n * math.log(2))))
         for item in items:
             bloom.add(item)
         return bloom
@@ -56,7 +58,10 @@ class BloomFilter:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BloomFilter:
         raw = base64.b64decode(data["data"], validate=True)
-        bloom = cls(int(data["bits"]), int(data["hashes"]), raw)
+        hashes = int(data["hashes"])
+        if not 1 <= hashes <= MAX_HASHES:  # every lookup computes this many positions
+            raise ValueError(f"filter hashes {hashes} is outside [1, {MAX_HASHES}]")
+        bloom = cls(int(data["bits"]), hashes, raw)
         if len(raw) != (bloom.bits + 7) // 8:
             raise ValueError("filter data does not match its size")
         return bloom

@@ -420,3 +420,23 @@ def test_float32_verify_never_widens_its_bound(tiny_llama_dir, tmp_path):
 
     (report,) = verify.verify_prefixes(loaded, tmp_path / "kv")
     assert report.noise_floor is None and report.tolerance == verify.TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("length", [1, 2])
+def test_a_segment_chain_with_a_cycle_is_refused_not_followed_forever(
+    tiny_llama_dir, tmp_path, length
+):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    loaded, _ = _build(tiny_llama_dir, tmp_path)
+    files = sorted((tmp_path / "kv" / "segments").glob("*.safetensors"))[:length]
+    assert len(files) == length
+    for i, path in enumerate(files):  # each names the next as its parent; the last the first
+        with safe_open(str(path), "pt") as handle:
+            tensors = {k: handle.get_tensor(k) for k in handle.keys()}  # noqa: SIM118 (safe_open, not a dict)
+            metadata = dict(handle.metadata())
+        metadata["parent"] = files[(i + 1) % length].stem
+        save_file(tensors, str(path), metadata=metadata)
+    with pytest.raises(ArtifactError, match="cycle"):
+        load_prefix(files[0], loaded.model, "alpha")

@@ -273,3 +273,22 @@ def test_segments_shared_by_prefixes_count_once():
     uses = [("prefix", p) for p in ("p1", "p2", "p1", "p2")]
     assert offline_optimum(uses, sizes, budget=12) == pytest.approx(2 / 4)
     assert offline_optimum(uses, sizes, budget=11) == pytest.approx(0 / 4)
+
+
+def test_a_resealed_plan_whose_filter_would_hang_every_lookup_is_refused(
+    runner, tmp_path, shipped_artifacts, sample_chunks
+):
+    from copilot_cli.core.artifacts import DIGEST_KEY, sealed
+    from copilot_cli.core.errors import ArtifactError
+
+    out, _ = shipped_artifacts
+    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
+    result = runner.invoke(app, [*args, "--budget", "900kB", "-o", str(tmp_path / "p.json")])
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "p.json").read_text())
+    assert 1 <= data["l2_bloom"]["hashes"] <= 64
+    data["l2_bloom"]["hashes"] = 10**9
+    resealed = sealed({k: v for k, v in data.items() if k != DIGEST_KEY})
+    (tmp_path / "p.json").write_text(json.dumps(resealed))
+    with pytest.raises(ArtifactError, match="hashes"):
+        read_plan(tmp_path / "p.json")
