@@ -11,6 +11,13 @@ ModelOpt = Annotated[
     str,
     option("--model", "-m", help="Model folder or hub id (default: the shipped tiny code model)."),
 ]
+AllowLaxOpt = Annotated[
+    bool,
+    option(
+        "--allow-lax-thresholds",
+        help="Accept a KL threshold above 1 nat or a same-top-1 below 0.5 (named in every report).",
+    ),
+]
 DeviceOpt = Annotated[str, option("--device", help="cpu, cuda, cuda:N or mps.")]
 DtypeOpt = Annotated[str, option("--dtype", help="auto (as saved), float32, float16, bfloat16.")]
 AllowDownloadOpt = Annotated[

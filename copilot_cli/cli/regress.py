@@ -9,6 +9,7 @@ from typing import Annotated
 from copilot_cli.cli.common import handle_errors, option
 from copilot_cli.cli.params import (
     AllowDownloadOpt,
+    AllowLaxOpt,
     DeviceOpt,
     DtypeOpt,
     ModelOpt,
@@ -20,7 +21,7 @@ from copilot_cli.cli.params import (
 # flags whose value is the option of the same name (the rest are mapped below)
 SAME_NAMED = ("prompts", "gen_tokens", "max_tokens", "baseline", "save_baseline")
 SAME_NAMED += ("baseline_topk", "baseline_check")
-THRESHOLDS = ("max_mean_kl", "min_same_top1", "max_prompt_kl")
+THRESHOLDS = ("max_mean_kl", "min_same_top1", "max_prompt_kl")  # + allow_lax
 
 
 @handle_errors
@@ -47,6 +48,7 @@ def regress_command(
     max_mean_kl: Annotated[float | None, option("--max-mean-kl", help="Default 1e-3.")] = None,
     min_same_top1: Annotated[float | None, option("--min-same-top1", help="Default 0.99.")] = None,
     max_prompt_kl: Annotated[float | None, option("--max-prompt-kl", help="Default 1e-2.")] = None,
+    allow_lax: AllowLaxOpt = False,
     gen_tokens: Annotated[
         int | None, option("--gen-tokens", help="Greedy tokens per continuation (default 16).")
     ] = None,
@@ -72,14 +74,14 @@ def regress_command(
     from copilot_cli.regress import ReportPaths, regress_options, run_regress
     from copilot_cli.regress.reports import to_json
 
-    flags, to_stdout = dict(locals()), json == "-"
+    flags, to_stdout = dict(locals(), allow_lax=allow_lax or None), json == "-"
     json_file = None if to_stdout or not json else Path(json)
     options = regress_options(
         config,
         {
             **{name: flags[name] for name in SAME_NAMED},
             "variants": tuple(variants) if variants else None,
-            "thresholds": {name: flags[name] for name in THRESHOLDS},
+            "thresholds": {name: flags[name] for name in (*THRESHOLDS, "allow_lax")},
             "null_control": null_control or None,
             "reports": ReportPaths(json=json_file, junit=junit, markdown=markdown, html=html),
             "model": model_spec(model, device, dtype, allow_download),

@@ -25,6 +25,12 @@ from copilot_cli.paths import DEFAULT_PROMPTS
 
 MAX_GEN_TOKENS = 4096  # the model's context bounds it further at run time
 
+# Beyond these a threshold passes nearly anything (a mean KL of 1 nat is a different model;
+# half the top-1 tokens changed is a different model): such a gate needs allow_lax, and every
+# report names the lax thresholds.
+LAX_KL = 1.0
+LAX_SAME_TOP1 = 0.5
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -37,6 +43,8 @@ class Thresholds:
         max_prompt_kl: no single prompt's mean KL may exceed this (> 0).
         min_exact_match: share of greedy continuations equal to the base's (None: report only).
         min_bleu: mean BLEU-4 of greedy continuations (None: report only).
+        allow_lax: accept thresholds past the sane range (a KL above 1 nat, a same-top-1
+            below 0.5); without it they are refused, with it every report names them.
     """
 
     max_mean_kl: float = 1e-3
@@ -44,6 +52,7 @@ class Thresholds:
     max_prompt_kl: float = 1e-2
     min_exact_match: float | None = None
     min_bleu: float | None = None
+    allow_lax: bool = False
 
     def __post_init__(self) -> None:
         require_number(self.max_mean_kl, "max_mean_kl", low=0.0, low_open=True)
@@ -52,6 +61,25 @@ class Thresholds:
         for name in ("min_exact_match", "min_bleu"):
             if getattr(self, name) is not None:
                 require_number(getattr(self, name), name, low=0.0, high=1.0)
+        require(isinstance(self.allow_lax, bool), "allow_lax", "must be true or false")
+        if not self.allow_lax:
+            for name, text in self.lax().items():
+                raise OptionError(
+                    name,
+                    f"{text}: the gate would pass nearly anything "
+                    "(give --allow-lax-thresholds, thresholds.allow_lax in a YAML file, "
+                    "to mean it)",
+                )
+
+    def lax(self) -> dict[str, str]:
+        """The thresholds past the sane range, each with why (empty: none)."""
+        found = {}
+        for name in ("max_mean_kl", "max_prompt_kl"):
+            if getattr(self, name) > LAX_KL:
+                found[name] = f"{getattr(self, name):g} is above {LAX_KL:g} nat"
+        if self.min_same_top1 < LAX_SAME_TOP1:
+            found["min_same_top1"] = f"{self.min_same_top1:g} is below {LAX_SAME_TOP1:g}"
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -133,6 +161,13 @@ class RegressOptions:
             "reusing a baseline and saving one exclude each other",
         )
         require_count(self.gen_tokens, "gen_tokens", high=MAX_GEN_TOKENS)
+        for name in ("min_exact_match", "min_bleu"):  # a configured check that cannot run
+            require(
+                self.gen_tokens > 0 or getattr(self.thresholds, name) is None,
+                "gen_tokens",
+                f"0 turns off the greedy continuations that thresholds.{name} checks: "
+                "give a count above 0 or drop the threshold",
+            )
         require_count(self.max_tokens, "max_tokens", low=4)
         require_count(self.baseline_topk, "baseline_topk")
         require_count(self.baseline_check, "baseline_check", high=1 << 20)

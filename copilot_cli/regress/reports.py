@@ -11,7 +11,7 @@ from copilot_cli.core.artifacts import canonical_json, write_bytes
 from copilot_cli.core.metrics import Summary
 from copilot_cli.core.outputs import claim_file
 from copilot_cli.regress.gate import verdict
-from copilot_cli.regress.options import ReportPaths
+from copilot_cli.regress.options import ReportPaths, Thresholds
 from copilot_cli.regress.results import RegressResult, VariantResult
 
 MARKDOWN_LIMIT = 1 << 20
@@ -74,11 +74,31 @@ def summary_line(s: Summary) -> dict[str, str]:
     }
 
 
+def thresholds_text(t: Thresholds) -> str:
+    """The gate in one sentence; lax thresholds (allowed explicitly) named at its end."""
+    text = (
+        f"Thresholds: mean KL ≤ {t.max_mean_kl:g} (95% upper bound), same top-1 ≥ "
+        f"{t.min_same_top1:.0%} (95% lower bound), per-prompt mean KL ≤ {t.max_prompt_kl:g}"
+    )
+    for name in ("min_exact_match", "min_bleu"):
+        if getattr(t, name) is not None:
+            text += f", {name} ≥ {getattr(t, name):g}"
+    lax = t.lax()
+    if lax:
+        text += ". LAX THRESHOLDS (allowed explicitly): " + "; ".join(
+            f"{name} {why}" for name, why in lax.items()
+        )
+    return text + "."
+
+
 def junit_xml(result: RegressResult) -> str:
     """One testcase per variant × prompt group; a failure carries the numbers."""
     suites = ET.Element("testsuites", name="copilot-opt regress")
+    t = result.thresholds
     for variant in result.variants:
         suite = ET.SubElement(suites, "testsuite", name=f"regress.{variant.name}")
+        properties = ET.SubElement(suite, "properties")
+        ET.SubElement(properties, "property", name="thresholds", value=thresholds_text(t))
         cases = 0
         failures = 0
         for group, summary in sorted(variant.groups.items()):
@@ -126,8 +146,7 @@ def markdown(result: RegressResult) -> str:
     lines = [
         f"## copilot-opt regress: {verdict_text}",
         "",
-        f"Thresholds: mean KL ≤ {t.max_mean_kl:g} (95% upper bound), same top-1 ≥ "
-        f"{t.min_same_top1:.0%} (95% lower bound), per-prompt mean KL ≤ {t.max_prompt_kl:g}. "
+        f"{thresholds_text(t)} "
         f"Model `{result.provenance.model_fingerprint[:16]}`, "
         f"{result.provenance.prompt_count} prompts.",
         "",
@@ -230,6 +249,8 @@ def html_report(result: RegressResult) -> str:
         f"(<code>{result.provenance.model_fingerprint[:16]}</code>), "
         f"{result.provenance.prompt_count} prompts; forward "
         f"{result.timing.forward_seconds}s, metrics {result.timing.metric_seconds}s.</p>",
+        f"<p class='{'fail' if result.thresholds.lax() else 'note'}'>"
+        f"{esc(thresholds_text(result.thresholds))}</p>",
         "<table><tr><th>variant</th><th>positions</th>"
         + "".join(f"<th>{esc(k)}</th>" for k in summary_line(result.variants[0].summary))
         + "<th>result</th></tr>"

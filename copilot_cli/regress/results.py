@@ -124,6 +124,7 @@ class RegressResult:
             "format_version": 1,
             "passed": self.passed,
             "thresholds": self.thresholds.to_dict(),
+            "lax_thresholds": self.thresholds.lax(),
             "provenance": dataclasses.asdict(self.provenance),
             "timing": dataclasses.asdict(self.timing),
             "baseline_saved": self.baseline_saved,

@@ -186,6 +186,7 @@ def test_regress_prune_variant(runner, tmp_path):
             "0",
             "--max-prompt-kl",
             "100",
+            "--allow-lax-thresholds",
             "--json",
             "-",
         ],

@@ -1,6 +1,7 @@
 """A gate that cannot be switched off by accident: every threshold finite and in its range,
 from flags, regress.yaml and copilot-opt.yaml alike; a NaN measurement fails."""
 
+import json
 import math
 
 import pytest
@@ -107,3 +108,63 @@ def test_nan_measurements_fail_the_gate():
     gate = Thresholds(min_exact_match=0.5, min_bleu=0.5)
     generation = {"exact_match": math.nan, "bleu4": math.nan}
     assert len(verdict(_summary(0.0, 1.0), {"p": 0.0}, generation, gate)) == 2
+
+
+LAX_ENV = {
+    "COPILOT_OPT_MAX_MEAN_KL": "1e300",
+    "COPILOT_OPT_MIN_SAME_TOP1": "0",
+    "COPILOT_OPT_MAX_PROMPT_KL": "1e300",
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("max_mean_kl", 1.5), ("max_prompt_kl", 1e300), ("min_same_top1", 0.49)],
+)
+def test_a_lax_threshold_is_refused_unless_allowed(field, value):
+    with pytest.raises(InputError) as info:
+        Thresholds(**{field: value})
+    assert info.value.where == field and "allow-lax-thresholds" in str(info.value)
+    allowed = Thresholds(**{field: value}, allow_lax=True)
+    assert list(allowed.lax()) == [field]
+    assert not Thresholds(max_mean_kl=1.0, max_prompt_kl=1.0, min_same_top1=0.5).lax()
+
+
+def test_environment_cannot_switch_the_gate_off_without_a_word(runner, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "def add(a, b):"}\n{"prompt": "class Stack:"}\n')
+    args = ["regress", "--prompts", str(prompts), "-v", "i8=kv-dtype=int8"]
+    args += ["--gen-tokens", "1", "--max-tokens", "16"]
+    refused = runner.invoke(app, args, env=LAX_ENV)
+    assert refused.exit_code == 2, refused.output
+    assert "--max-mean-kl" in refused.stderr and "Traceback" not in refused.output
+
+    reports = ["--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml")]
+    reports += ["--html", str(tmp_path / "r.html"), "--json", str(tmp_path / "r.json")]
+    allowed = runner.invoke(app, [*args, *reports, "--allow-lax-thresholds"], env=LAX_ENV)
+    assert allowed.exit_code == 0, allowed.output
+    assert "lax threshold" in allowed.stderr
+    lax = json.loads((tmp_path / "r.json").read_text())["lax_thresholds"]
+    assert set(lax) == {"max_mean_kl", "min_same_top1", "max_prompt_kl"}
+    for name in ("r.md", "r.xml", "r.html"):
+        assert "LAX THRESHOLDS" in (tmp_path / name).read_text(), name
+
+
+def test_lax_thresholds_in_yaml_need_allow_lax_there(runner, tmp_path):
+    config = tmp_path / "regress.yaml"
+    config.write_text(
+        yaml.safe_dump({"variants": ["x=kv-dtype=int8"], "thresholds": {"min_same_top1": 0}})
+    )
+    result = runner.invoke(app, ["regress", "-c", str(config)])
+    assert result.exit_code == 2, result.output
+    assert "thresholds.min_same_top1" in result.stderr
+
+
+def test_a_generation_threshold_with_no_generation_is_an_error(runner, tmp_path):
+    config = tmp_path / "regress.yaml"
+    config.write_text(
+        yaml.safe_dump({"variants": ["x=kv-dtype=int8"], "thresholds": {"min_exact_match": 1.0}})
+    )
+    result = runner.invoke(app, ["regress", "-c", str(config), "--gen-tokens", "0"])
+    assert result.exit_code == 2, result.output
+    assert "--gen-tokens" in result.stderr and "min_exact_match" in result.stderr

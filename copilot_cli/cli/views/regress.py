@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from copilot_cli.cli.common import cell, note, stderr_console, stdout_console
+from copilot_cli.cli.common import cell, note, stderr_console, stdout_console, warn
 from copilot_cli.regress.reports import summary_line
 from copilot_cli.regress.results import RegressResult
 
@@ -48,6 +48,8 @@ def show(result: RegressResult) -> None:
         if v.failures:
             stderr_console.print(f"[red]{v.name}[/]: ", end="", highlight=False, markup=True)
             note("; ".join(v.failures))
+    for name, why in result.thresholds.lax().items():
+        warn(f"lax threshold, allowed explicitly: {name} {why}")
     t = result.timing
     saved = f"; baseline saved to {result.baseline_saved}" if result.baseline_saved else ""
     note(
