@@ -36,6 +36,7 @@ from copilot_cli.core.safetensors_io import DIGEST_KEY, read_verified, tensor_vi
 
 SEGMENT_FORMAT = "copilot-opt.kv-segment"
 INDEX_FORMAT = "copilot-opt.kv-cache"
+MAX_TOKEN_ID = 1 << 31  # no vocabulary comes near; larger ids are damage, not tokens
 FORMAT_VERSION = 2  # 2: sealed by a digest over header and data; index sealed and checked
 INDEX = "index.json"
 SEGMENTS_DIR = "segments"
@@ -288,6 +289,8 @@ def _check_index(index: dict[str, Any]) -> None:
         ids = entry["token_ids"]
         if not isinstance(ids, list) or not all(type(t) is int for t in ids):
             raise TypeError(f"{name}: token_ids must be a list of integers")
+        if not all(0 <= t < MAX_TOKEN_ID for t in ids):  # before anything packs them
+            raise ValueError(f"{name}: a token id is outside [0, {MAX_TOKEN_ID:,})")
         if entry["tokens"] != len(ids):
             raise ValueError(f"{name}: tokens {entry['tokens']} != {len(ids)} token ids")
         position, parent = 0, ""

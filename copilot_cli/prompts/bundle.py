@@ -331,7 +331,12 @@ def load_bundle(path: Path | str) -> PromptBundle:
             raise ArtifactError(f"missing source of {unit}", where=str(file)) from exc
         if sha256_bytes(data) != digest:
             raise ArtifactError(f"source of {unit} is corrupt (hash mismatch)", where=str(file))
-        sources[unit] = data.decode("utf-8")
+        try:
+            sources[unit] = data.decode("utf-8")
+        except UnicodeDecodeError as exc:  # hash matches: written so, or resealed
+            raise ArtifactError(
+                f"source of {unit} is not UTF-8 (byte {exc.start})", where=str(file)
+            ) from None
     for entry in manifest["templates"]:
         if sha256_text(entry["static_prefix"]) != entry["static_prefix_sha256"]:
             raise ArtifactError(

@@ -76,6 +76,11 @@ def read(
         kept = int(metadata["kept_rows"])
     except (KeyError, ValueError) as exc:
         raise ArtifactError(f"malformed metadata ({exc})", where=where) from None
+    if bits not in (4, 8) or (group is not None and group < 1) or not 0 <= kept <= rows:
+        raise ArtifactError(
+            f"malformed metadata (bits {bits}, group_size {group}, kept_rows {kept} of {rows})",
+            where=where,
+        )
     prefixes = sorted({name.split(".")[0] for name in header})
     expected = {}
     for prefix in prefixes:
@@ -93,9 +98,14 @@ def read(
             scales=tensors[f"{prefix}.scales"],
             cols=cols,
         )
-        tables[prefix] = StoredTable(
-            table, tensors[f"{prefix}.kept_ids"], tensors[f"{prefix}.kept_rows"]
-        )
+        kept_ids = tensors[f"{prefix}.kept_ids"]
+        if kept_ids.numel() and (
+            int(kept_ids[0]) < 0 or int(kept_ids[-1]) >= rows or bool((kept_ids.diff() <= 0).any())
+        ):  # every lookup indexes with them: ascending, distinct, inside the table
+            raise ArtifactError(
+                f"{prefix}.kept_ids are not ascending token ids inside [0, {rows:,})", where=where
+            )
+        tables[prefix] = StoredTable(table, kept_ids, tensors[f"{prefix}.kept_rows"])
     return tables, metadata
 
 

@@ -17,6 +17,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
 
 
@@ -45,11 +46,20 @@ def build_cases(
     if case_set.startswith("kv:"):
         from copilot_cli.kv import KVCacheDir
 
-        kv = KVCacheDir(case_set[3:])
+        kv_at = case_set[3:]
+        kv = KVCacheDir(kv_at)
         names = kv.names()
+        if not names:
+            raise ArtifactError("the KV folder holds no prefix: nothing to compare", where=kv_at)
         for index, item in enumerate(prompts):
             name = names[index % len(names)]
             prefix = list(kv.prefix(name).token_ids)
+            if prefix and max(prefix) >= len(tokenizer):  # its segments would not match either
+                raise ArtifactError(
+                    f"prefix {name} holds token id {max(prefix):,}, outside the tokenizer's "
+                    f"{len(tokenizer):,}: the index is damaged",
+                    where=f"{kv_at}/index.json",
+                )
             room = max(context_length - len(prefix), 2)
             rest = continuation_ids(tokenizer, item["prompt"])[: min(max_tokens, room)]
             cases.append(
