@@ -210,3 +210,25 @@ def test_what_is_no_artifact_is_exit_2(runner, tmp_path, make, reason):
     result = runner.invoke(app, ["inspect", str(make(tmp_path))])
     assert result.exit_code == 2 and reason in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["quant8", "baseline.safetensors"])
+@pytest.mark.parametrize("damage", ["truncate", "garble-header"])
+def test_a_table_too_damaged_to_describe_is_a_bad_line_not_an_error(
+    runner, shipped_artifacts, tmp_path, name, damage
+):
+    out, _ = shipped_artifacts
+    root = _copy(out / name, tmp_path / name)
+    file = root / "embeddings.safetensors" if root.is_dir() else root
+    data = bytearray(file.read_bytes())
+    if damage == "truncate":
+        del data[len(data) // 2 :]
+    else:
+        data[10:40] = b"x" * 30  # inside the JSON header
+    file.write_bytes(bytes(data))
+    for target in {root, file}:
+        result, _ = _inspect(runner, str(target))
+        assert result.exit_code == 1, result.output
+        assert f"bad: {file}" in result.stderr
+    no_verify = runner.invoke(app, ["inspect", "--no-verify", str(file)])
+    assert no_verify.exit_code == 2 and "Traceback" not in no_verify.output

@@ -72,3 +72,11 @@ def checked(problems: list[Problem], file: str, check: Callable[[], T]) -> T | N
     except CopilotError as exc:
         problems.append(Problem(file, exc.message))
         return None
+
+
+def unreadable(path: str, kind: str, file: str, exc: CopilotError, *, verify: bool) -> Inspection:
+    """A file too damaged to describe: with verification asked for, that is what verification
+    found (a `bad:` line, exit 1); without it, the refusal stands (nothing to describe)."""
+    if not verify:
+        raise exc
+    return Inspection(path, kind, {}, verify, [Problem(file, exc.message)])

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.chunking import inspect_chunks
-from copilot_cli.core.artifacts import check_sealed
+from copilot_cli.core.artifacts import check_sealed, sha256_file
 from copilot_cli.core.errors import ArtifactError, CopilotError, InputError
-from copilot_cli.core.inspection import Expected, Inspection, Problem
+from copilot_cli.core.inspection import Expected, Inspection, Problem, unreadable
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.core.verified import forget_verified
@@ -25,6 +25,8 @@ from copilot_cli.pipeline.manifest import NAME as BUILD_MANIFEST
 from copilot_cli.prompts import inspect_bundle
 from copilot_cli.quant import inspect_quantized
 from copilot_cli.regress import inspect_baseline
+from copilot_cli.warm import inspect_plan
+from copilot_cli.warm.plan import FORMAT as PLAN_FORMAT
 
 Inspector = Callable[..., Inspection]
 _BY_SAFETENSORS_FORMAT: dict[str, Inspector] = {
@@ -84,13 +86,21 @@ def _inspector(path: Path) -> Inspector:
             where=str(path),
         )
     if path.suffix == ".safetensors":
-        fmt = read_header(path)[1].get("format", "")
+        try:
+            fmt = read_header(path)[1].get("format", "")
+        except ArtifactError as exc:  # too damaged to say whose: reported as what it is
+            error = exc
+            return lambda _path, verify=True, **_: unreadable(
+                str(path), "safetensors", str(path), error, verify=verify
+            )
         if fmt in _BY_SAFETENSORS_FORMAT:
             return _BY_SAFETENSORS_FORMAT[fmt]
         raise InputError(f"a safetensors file of unknown format {fmt!r}", where=str(path))
     if path.name in ("index.json", "manifest.json", BUILD_MANIFEST):
         folder = path.parent
         return lambda _path, **kw: _inspector(folder)(folder, **kw)
+    if path.suffix == ".json" and _json_format(path) == PLAN_FORMAT:
+        return inspect_plan
     if path.suffix in (".jsonl", ".json"):
         return inspect_chunks
     raise InputError(
@@ -98,6 +108,15 @@ def _inspector(path: Path) -> Inspector:
         "embeddings, a baseline, chunks, a registry or a build folder)",
         where=str(path),
     )
+
+
+def _json_format(path: Path) -> str | None:
+    """The `format` a JSON file names (None: unreadable, or no object): which reader it needs."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data.get("format") if isinstance(data, dict) else None
 
 
 def _inspect_build(
@@ -115,6 +134,8 @@ def _inspect_build(
         if verify:
             check_sealed(manifest, where=str(manifest_path))
         info = {"verdict": manifest.get("verdict"), "steps": sorted(manifest.get("steps", {}))}
+        if verify:
+            problems += _recorded_outputs(path, manifest.get("steps", {}))
     except (OSError, ValueError, RecursionError, CopilotError) as exc:
         problems.append(Problem(str(manifest_path), getattr(exc, "message", None) or str(exc)))
     parts = []
@@ -124,6 +145,24 @@ def _inspect_build(
         except CopilotError as exc:
             problems.append(Problem(str(sub), exc.message))
     return Inspection(str(path), "build", info, verify, problems, parts)
+
+
+def _recorded_outputs(path: Path, steps: dict[str, Any]) -> list[Problem]:
+    """Every file the manifest records a step writing, byte for byte: an artifact replaced by
+    another valid one after the build (the verdict was about the old one) is a problem."""
+    problems = []
+    for step, entry in sorted(steps.items()):
+        outputs = entry.get("outputs", {}) if isinstance(entry, dict) else {}
+        for rel, sha in sorted(outputs.items() if isinstance(outputs, dict) else []):
+            found = next((f for f in (path / rel, path / "chunks" / rel) if f.is_file()), None)
+            if found is None:
+                where = path / "chunks" / rel if step.startswith("chunk") else path / rel
+                problems.append(Problem(str(where), f"missing (written by {step})"))
+            elif sha256_file(found) != sha:
+                problems.append(
+                    Problem(str(found), f"not what {step} wrote: replaced or edited since")
+                )
+    return problems
 
 
 def _build_parts(path: Path) -> list[Path]:

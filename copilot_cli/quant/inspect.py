@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.core.inspection import Expected, Inspection, Problem, checked
+from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.inspection import Expected, Inspection, Problem, checked, unreadable
 from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.quant.format import FILENAME, read
 
@@ -34,7 +35,10 @@ def inspect_quantized(
     fingerprints (with a model), and that report.json describes this table."""
     expected = expected or Expected()
     file = path / FILENAME if path.is_dir() else path
-    header, metadata = read_header(file)
+    try:
+        header, metadata = read_header(file)
+    except ArtifactError as exc:
+        return unreadable(str(path), "quantized-embeddings", str(file), exc, verify=verify)
     info: dict[str, Any] = {key: metadata.get(key) for key in _DESCRIBED}
     info.update(tables=sorted({name.split(".")[0] for name in header}), bytes=file.stat().st_size)
     problems: list[Problem] = []

@@ -175,10 +175,13 @@ class Baseline:
 def inspect_baseline(path: Path, *, verify: bool = True, expected: Any = None) -> Any:
     """A baseline file described; verified: every byte, and every case's tensors present with
     their dtype and rank (`expected`: a core.inspection.Expected, fingerprints compared)."""
-    from copilot_cli.core.inspection import Inspection, Problem, checked
+    from copilot_cli.core.inspection import Inspection, Problem, checked, unreadable
     from copilot_cli.core.safetensors_io import read_header
 
-    header, metadata = read_header(path)
+    try:
+        header, metadata = read_header(path)
+    except ArtifactError as exc:
+        return unreadable(str(path), "regress-baseline", str(path), exc, verify=verify)
     keys = ("format", "format_version", "topk", "gen_tokens", "prompts_hash")
     info: dict[str, Any] = {key: metadata.get(key) for key in keys}
     info.update(

@@ -1,6 +1,7 @@
 """warm-plan: predict what a server will need next and pre-load it within a memory budget."""
 
 from copilot_cli.warm.bloom import BloomFilter
+from copilot_cli.warm.inspect import inspect_plan
 from copilot_cli.warm.log import Request, RequestLog, read_log
 from copilot_cli.warm.options import WarmPlanOptions
 from copilot_cli.warm.plan import Plan, PlanItem, make_plan, read_plan
@@ -17,6 +18,7 @@ __all__ = [
     "Sizes",
     "WarmPlanOptions",
     "generate_sessions",
+    "inspect_plan",
     "make_plan",
     "offline_optimum",
     "read_log",

@@ -218,3 +218,25 @@ def test_the_context_section_writes_overview_prefixes_and_their_kv(tmp_path):
     (tmp_path / "repo" / "lru.py").write_text("def renamed():\n    return 1\n")
     third = _steps(run_build(BuildOptions(config, out)))
     assert third["chunk:repo"].action == "ran" and third["context:repo"].action == "ran"
+
+
+def test_inspect_build_notices_an_artifact_replaced_after_the_verdict(tmp_path, runner):
+    config = _project(tmp_path)
+    build = tmp_path / "build"
+    assert run_build(BuildOptions(config, build)).verdict == "pass"
+    intact = runner.invoke(app, ["inspect", str(build)])
+    assert intact.exit_code == 0, intact.output
+    other = tmp_path / "other-quant"
+    made = runner.invoke(app, ["quantize", "--bits", "4", "-o", str(other)])
+    assert made.exit_code == 0, made.output
+    shutil.rmtree(build / "quant")
+    shutil.move(other, build / "quant")  # a valid artifact, but not the one the gate judged
+    (build / "chunks" / "repo.jsonl").unlink()
+    result = runner.invoke(app, ["inspect", str(build)])
+    assert result.exit_code == 1, result.output
+    assert f"bad: {build / 'quant' / 'embeddings.safetensors'}: not what quantize wrote" in (
+        result.stderr
+    )
+    assert f"bad: {build / 'chunks' / 'repo.jsonl'}: missing (written by chunk:repo)" in (
+        result.stderr
+    )

@@ -292,3 +292,21 @@ def test_a_resealed_plan_whose_filter_would_hang_every_lookup_is_refused(
     (tmp_path / "p.json").write_text(json.dumps(resealed))
     with pytest.raises(ArtifactError, match="hashes"):
         read_plan(tmp_path / "p.json")
+
+
+def test_inspect_describes_and_verifies_a_warm_plan(runner, tmp_path, shipped_artifacts):
+    out, _ = shipped_artifacts
+    plan = tmp_path / "plan.json"
+    made = runner.invoke(
+        app, ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "-o", str(plan)]
+    )
+    assert made.exit_code == 0, made.output
+    result = runner.invoke(app, ["inspect", str(plan), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["kind"] == "warm-plan" and info["items"] == len(read_plan(plan).items)
+    data = json.loads(plan.read_text())
+    data["budget"] += 1  # edited, not resealed
+    plan.write_text(json.dumps(data))
+    damaged = runner.invoke(app, ["inspect", str(plan)])
+    assert damaged.exit_code == 1 and "bad:" in damaged.stderr and "digest" in damaged.stderr
