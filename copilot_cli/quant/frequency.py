@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core.inputs import decode_utf8
 from copilot_cli.core.options import OptionError
 
 MAX_FILE_BYTES = 2_000_000
@@ -84,11 +85,15 @@ def _not_text(path: Path) -> str | None:
 
 
 def count_tokens(paths: list[Path], tokenizer: Any, vocab_size: int) -> CorpusCounts:
-    """Count token ids over every text file (decoded as UTF-8, undecodable bytes replaced).
+    """Count token ids over every text file. A file named in `paths` must be UTF-8; one found
+    in a named folder is decoded with undecodable bytes replaced (and named in a warning), or
+    skipped when it is mostly undecodable.
 
     Raises:
+        InputError: a file named in `paths` is not UTF-8 (naming the byte offset).
         OptionError: the corpus holds no usable text (every file skipped, empty or garbage).
     """
+    named = {path for path in paths if path.is_file()}
     skipped: dict[str, list[str]] = {}
     not_utf8: list[str] = []
     files = corpus_files(paths, skipped)
@@ -111,7 +116,8 @@ def count_tokens(paths: list[Path], tokenizer: Any, vocab_size: int) -> CorpusCo
     used = 0
     for path in files:
         data = path.read_bytes()
-        text = _decoded(data, path, skipped, not_utf8)
+        text = decode_utf8(data, str(path)) if path in named else None
+        text = text if text is not None else _decoded(data, path, skipped, not_utf8)
         if text is None:
             continue
         digest.update(hashlib.sha256(data).digest())

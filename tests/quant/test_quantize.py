@@ -219,3 +219,13 @@ def test_cli_json_and_bad_bits(runner, tmp_path):
         app, ["quantize", "-o", str(tmp_path / "q4"), "--corpus", str(tmp_path / "missing")]
     )
     assert result.exit_code == 2 and "missing" in result.stderr
+
+
+def test_a_corpus_file_named_directly_must_be_utf8(runner, tmp_path):
+    corpus = tmp_path / "latin1.py"
+    corpus.write_bytes("# café\nx = 1\n".encode("latin-1") * 20)
+    args = ["quantize", "-o", str(tmp_path / "q"), "--corpus", str(corpus), "--no-fidelity"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"{corpus}: not UTF-8 text: byte 5 (0xe9)" in result.stderr
+    assert not (tmp_path / "q").exists()
