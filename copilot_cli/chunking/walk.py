@@ -9,6 +9,12 @@ default, so a link such as `settings.py -> .env` can never put an ignored secret
 under an innocent name. With `follow_symlinks=True` a link is followed only when its resolved
 path stays inside the repository and is itself neither ignored nor vendored; a folder reached
 twice (a loop) is visited once.
+
+Hard links are names too: a regular file with more than one link is chunked only when every one
+of its names is a file this walk keeps, so `ln .env app.py` (an ignored name) or a link to a file
+outside the repository never puts that content into a chunk. An ignore file that cannot be read
+(a dangling link, no permission, not a regular file) is an error, never an empty rule list; a
+linked one is read through the link (its rules can only skip more).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
+from copilot_cli.core.errors import InputError
 
 VENDORED = {
     "node_modules",
@@ -86,11 +94,31 @@ class WalkResult:
 def _gitignore(folder: Path) -> pathspec.PathSpec | None:
     path = folder / ".gitignore"
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None  # a linked .gitignore is not read (it could be anything)
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        os.lstat(path)
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise InputError(
+            f"the ignore file cannot be read ({exc.strerror})", where=str(path)
+        ) from None
+    try:  # through a link: rules read from anywhere only skip more
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputError(
+            f"the ignore file cannot be read ({exc.strerror})", where=str(path)
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError("the ignore file is not a regular file", where=str(path))
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise InputError(
+            f"the ignore file cannot be read ({exc.strerror})", where=str(path)
+        ) from None
+    finally:
+        os.close(fd)
+    lines = data.decode("utf-8", errors="replace").splitlines()
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
@@ -242,7 +270,33 @@ def walk(
             result.skip(reason, rel)
             continue
         result.files.append((Path(real), rel))
+    _drop_hidden_hardlinks(result)
     return result
+
+
+def _drop_hidden_hardlinks(result: WalkResult) -> None:
+    """Keep a file with several hard links only if the walk kept every one of its names: a
+    name it did not keep is ignored, vendored, excluded or outside the repository, and the
+    content is that name's as much as this one's."""
+    names: dict[tuple[int, int], list[int]] = {}
+    links: dict[tuple[int, int], int] = {}
+    for position, (path, _) in enumerate(result.files):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # gone since: reading it will say so
+        if info.st_nlink > 1:
+            identity = (info.st_dev, info.st_ino)
+            names.setdefault(identity, []).append(position)
+            links[identity] = info.st_nlink
+
+    def seen(found: list[int]) -> int:  # names, not links to a name (those resolve alike)
+        return len({os.path.realpath(result.files[p][0]) for p in found})
+
+    hidden = {p for key, found in names.items() if seen(found) < links[key] for p in found}
+    for position in sorted(hidden):
+        result.skip("hard link with a name not chunked", result.files[position][1])
+    result.files = [item for position, item in enumerate(result.files) if position not in hidden]
 
 
 def _utf8(name: str) -> bool:

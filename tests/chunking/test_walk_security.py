@@ -141,3 +141,52 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_a_note(tmp_path, runner):
     cli = runner.invoke(app, ["chunk", str(repo), "-o", str(out), "--no-cache", "--json"])
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.stdout)["skipped"]["name not UTF-8"] == 1
+
+
+@pytest.mark.parametrize("extra", [(), ("--follow-symlinks",)])
+def test_a_hard_link_to_an_ignored_or_outside_file_is_not_chunked(runner, leaky, tmp_path, extra):
+    os.link(leaky / ".env", leaky / "hardlink_env.py")  # an ignored name
+    os.link(leaky / "secrets" / "keys.py", leaky / "keys_copy.py")  # a name in an ignored folder
+    os.link(tmp_path / "elsewhere.py", leaky / "outside.py")  # a name outside the repository
+    (leaky / "twin_a.py").write_text("def twin():\n    return 2\n")
+    os.link(leaky / "twin_a.py", leaky / "twin_b.py")  # both names chunked: nothing hidden
+    text = _chunk(runner, leaky, tmp_path / "chunks.jsonl", *extra)
+    for secret in (SECRET, PRIVATE, OUTSIDE):
+        assert secret not in text
+    assert "def twin" in text
+    skipped = walk(leaky).skipped_paths["hard link with a name not chunked"]
+    assert sorted(skipped) == ["hardlink_env.py", "keys_copy.py", "outside.py"]
+
+
+def test_an_ignore_file_that_is_a_link_is_read_through_it(runner, leaky, tmp_path):
+    sub = leaky / "sub"
+    sub.mkdir()
+    (leaky / "sub-rules").write_text("*.secret\n")
+    os.symlink("../sub-rules", sub / ".gitignore")
+    (sub / "x.secret").write_text(SECRET + "\n")
+    (sub / "ok.py").write_text("def ok():\n    return 1\n")
+    result = walk(leaky)
+    assert "sub/x.secret" in result.skipped_paths["gitignored"]
+    assert "sub/ok.py" in [rel for _, rel in result.files]
+
+
+@pytest.mark.parametrize("how", ["dangling link", "unreadable", "folder"])
+def test_an_ignore_file_that_cannot_be_read_is_an_error(runner, leaky, tmp_path, how):
+    sub = leaky / "sub"
+    sub.mkdir()
+    (sub / "x.secret").write_text(SECRET + "\n")
+    ignore = sub / ".gitignore"
+    if how == "dangling link":
+        os.symlink("no-such-file", ignore)
+    elif how == "folder":
+        ignore.mkdir()
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root reads a file whatever its mode")
+        ignore.write_text("*.secret\n")
+        ignore.chmod(0)
+    out = tmp_path / "chunks.jsonl"
+    result = runner.invoke(app, ["chunk", str(leaky), "-o", str(out), "--no-cache"])
+    assert result.exit_code == 2, result.output
+    assert f"{ignore}: the ignore file" in result.stderr and "Traceback" not in result.output
+    assert not out.exists()
