@@ -65,6 +65,33 @@ def test_a_second_prefill_into_a_locked_folder_stops_at_once(runner, tmp_path):
     assert not (out / "index.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("command", "loader"),
+    [
+        ("quantize", "copilot_cli.quant.quantizer.load_model"),
+        ("chunk", "copilot_cli.chunking.chunker.load_tokenizer"),
+    ],
+)
+def test_a_second_quantize_or_chunk_stops_before_any_work(
+    runner, tmp_path, monkeypatch, command, loader
+):
+    from copilot_cli.core.locks import output_lock
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the second run started working")
+
+    monkeypatch.setattr(loader, no_work)
+    out = tmp_path / ("q" if command == "quantize" else "chunks.jsonl")
+    args = {
+        "quantize": ["quantize", "-o", str(out), "--no-fidelity"],
+        "chunk": ["chunk", str(REPO / "sample_data" / "repo"), "-o", str(out), "--no-cache"],
+    }[command]
+    with output_lock(out, command, folder=False):
+        result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "is writing here" in result.stderr and not out.exists()
+
+
 def test_two_prefills_into_one_folder_at_once_never_lose_segments(tmp_path):
     out = tmp_path / "kv"
     runs = [
@@ -204,11 +231,20 @@ def test_a_full_disk_is_exit_2_naming_the_folder_with_the_previous_artifact_kept
     assert result.exit_code == 2, result.output
     assert "no space left" in result.stderr and "Traceback" not in result.output
     assert ".tmp" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert f"error: {small_disk}" in result.stderr and "error: .:" not in result.stderr
     assert _leftovers(small_disk) == []
     if command == "prefill-kv":  # the previous files as they were; new segments are whole
         after = _hashes(small_disk)
         assert {name: after.get(name) for name in before} == before
         _inspect_ok(out)
+
+
+def test_a_fresh_prefill_on_a_full_disk_leaves_no_folder_behind(runner, small_disk):
+    out = small_disk / "kv"
+    args = ["prefill-kv", "-o", str(out), *[a for t in TEXTS for a in ("--text", str(t))]]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "no space left" in result.stderr, result.output
+    assert not out.exists()  # never segments without an index
 
 
 # -- kill -9 at random moments -----------------------------------------------------------------

@@ -115,6 +115,11 @@ def _chunk_repository(options: ChunkOptions, tokenizer: Any | None) -> ChunkResu
     started = time.perf_counter()
     claim_file(options.out, "out", fmt=FORMAT, label="chunks file")
     claim_file(options.registry, "registry", fmt=REGISTRY_FORMAT, label="chunk registry")
+    with output_lock(options.out, "chunk", folder=False):  # the whole run: a second stops at once
+        return _chunk_claimed(options, tokenizer, started)
+
+
+def _chunk_claimed(options: ChunkOptions, tokenizer: Any | None, started: float) -> ChunkResult:
     if tokenizer is None:
         with progress.progress("loading tokenizer"):
             tokenizer = load_tokenizer(
@@ -138,8 +143,7 @@ def _chunk_repository(options: ChunkOptions, tokenizer: Any | None) -> ChunkResu
     chunks, modes = run.chunks()
     written, folded, near = dedupe(chunks)
     repeats = run.repeats(options.repeat_window)
-    with output_lock(options.out, "chunk", folder=False):
-        _write(options, tok_fp, written, modes, repeats)
+    _write(options, tok_fp, written, modes, repeats)
     warnings = []
     if not run.results:
         warnings.append(f"{where}: no files to chunk (empty repository or all skipped)")
@@ -373,9 +377,7 @@ def _write(
         chunk["type"] = "chunk"
         lines.append(orjson.dumps(chunk, option=option))
     header["digest"] = chunks_digest(header, lines)
-    with atomic_write(options.out) as handle:
-        handle.write(orjson.dumps(header, option=option))
-        handle.write(b"".join(lines))
+    registry = None
     if options.registry is not None:
         registry = {
             "format": REGISTRY_FORMAT,
@@ -387,4 +389,11 @@ def _write(
             "chunks": build_registry(written, modes),
             "repeated_spans": [{"lines": r.lines, "locations": r.locations} for r in repeats],
         }
-        write_bytes(options.registry, canonical_json(sealed(registry)).encode("utf-8"))
+    # one unit as far as two files can be: both written in full before either is renamed (a
+    # failure while writing changes neither); a pair that still disagrees (killed between
+    # the two renames) is refused by every reader through chunks_digest
+    with atomic_write(options.out) as handle:
+        handle.write(orjson.dumps(header, option=option))
+        handle.write(b"".join(lines))
+        if registry is not None:
+            write_bytes(options.registry, canonical_json(sealed(registry)).encode("utf-8"))

@@ -73,6 +73,12 @@ def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO[Any]]:
             os.fsync(handle.fileno())
         os.chmod(tmp_name, 0o644)
         os.replace(tmp_name, path)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        if exc.filename is None:  # a write or fsync names no file: name the one being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)

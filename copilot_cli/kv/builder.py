@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -353,7 +354,13 @@ def prefill_sources(
     full_ids = {id(s): [t for c in s.chain() for t in c.token_ids] for s in tree.segments()}
     by_name = {s.name: s for s in sources}
     claim_kv_folder(options.out)
-    with output_lock(options.out, "prefill-kv"), torch.no_grad():
+    existed = options.out.exists()
+    fresh = not existed or not any(options.out.iterdir())
+    with (
+        output_lock(options.out, "prefill-kv"),
+        torch.no_grad(),
+        _undone_if(fresh, options.out, remove=not existed),
+    ):
         mark(options.out, INDEX_FORMAT)
         writer.run(tree, full_ids)
         prefixes = _index_entries(tree, token_ids, by_name, writer, options, loaded)
@@ -380,6 +387,26 @@ def prefill_sources(
         seconds=time.perf_counter() - started,
         warnings=warnings,
     )
+
+
+@contextlib.contextmanager
+def _undone_if(fresh: bool, folder: Path, *, remove: bool) -> Iterator[None]:
+    """A run into a new (or empty) folder that fails leaves it as it found it: no segments
+    without an index. (Into an existing KV folder, the old index stays whole and its segments
+    untouched; new segments a failed run wrote are content-addressed, reused by the rerun.)"""
+    try:
+        yield
+    except BaseException:
+        if fresh:
+            for child in list(folder.iterdir()) if folder.is_dir() else []:
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+            if remove:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        raise
 
 
 def _tree(

@@ -82,6 +82,11 @@ def quantize_embeddings(
             group size, a corpus with no usable text.
     """
     claim_folder(options.out, "out", **CLAIM)  # before any work, not after it
+    with output_lock(options.out, "quantize", folder=False):  # a second run stops at once
+        return _quantize(options, loaded)
+
+
+def _quantize(options: QuantizeOptions, loaded: LoadedModel | None) -> QuantizeResult:
     if loaded is None:
         with progress.progress("loading model"):
             loaded = load_model(options.model)
@@ -123,10 +128,7 @@ def quantize_embeddings(
     }
     report = _report(loaded, options, weight, tables, metadata, counts, share)
     # both files replace the previous pair as one unit: never an INT4 table under an INT8 report
-    with (
-        output_lock(options.out, "quantize", folder=False),
-        replaced_folder(options.out, fmt=qformat.FORMAT) as new,
-    ):
+    with replaced_folder(options.out, fmt=qformat.FORMAT) as new:
         qformat.write(new / qformat.FILENAME, tables, metadata)
         write_bytes(new / REPORT, canonical_json(report.to_dict()).encode("utf-8"))
     return QuantizeResult(out=options.out, report=report, warnings=warnings)
