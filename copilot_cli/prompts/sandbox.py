@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import itertools
 import json
 import operator
 import re
@@ -33,10 +34,13 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, optimizeconst
-from jinja2.exceptions import SecurityError
+from jinja2.exceptions import SecurityError, TemplateSyntaxError
+from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from copilot_cli.core.options import require_count, require_number
+from copilot_cli.prompts.shape import check_tokens, check_tree
+from copilot_cli.prompts.sizes import format_widths, items_size, text_size
 
 ENV_OPTIONS: dict[str, Any] = {
     "trim_blocks": True,
@@ -179,16 +183,46 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     code_generator_class = _BoundedCodeGenerator
     intercepted_binops = frozenset({"*", "**", "%", "+"})
     _GROWING_FILTERS = ("center", "indent", "wordwrap", "replace", "join", "format", "batch")
+    # filters that write a whole value out as text: its size is estimated before they run
+    _SERIALIZING_FILTERS = ("string", "tojson", "pprint", "urlencode", "xmlattr")
 
     def __init__(self, *, limits: RenderLimits | None = None, **options: Any) -> None:
-        super().__init__(finalize=self._produced, **options)
+        # no constant folding: the optimizer would run filters at compile time, unbudgeted, and
+        # write what they built into the generated code (`'a'|center(999999)|list`: a
+        # million-item literal)
+        super().__init__(finalize=self._produced, optimized=False, **options)
         self.limits = limits or RenderLimits()
         self.concat = self._checked_join  # every buffer join and the whole render go here
         self.filters["tojson"] = tojson
         self.policies["json.dumps_function"] = tojson
-        for name in (*self._GROWING_FILTERS, "slice"):
+        for name in (*self._GROWING_FILTERS, *self._SERIALIZING_FILTERS, "slice"):
             if name in self.filters:
                 self.filters[name] = self._checked_filter(name, self.filters[name])
+        self.filters["sum"] = self._sum
+        self.globals.pop("lipsum", None)  # text out of nothing: no template needs it
+
+    # -- parsing and compiling: shapes that would break the parser or Python's compiler ---
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        check_tokens(self, source, name, filename)
+        try:
+            tree = super()._parse(source, name, filename)
+        except RecursionError:
+            raise TemplateSyntaxError(
+                "the template is nested too deeply", 1, name, filename
+            ) from None
+        check_tree(tree, name, filename)
+        return tree
+
+    def _compile(self, source: str, filename: str) -> Any:
+        try:
+            return super()._compile(source, filename)
+        except (SyntaxError, RecursionError, MemoryError) as exc:  # the generated code's limits
+            raise TemplateSyntaxError(
+                f"the template is too deeply nested to compile ({type(exc).__name__})",
+                1,
+                filename,
+                filename,
+            ) from None
 
     # -- the budget ---------------------------------------------------------------------
     @property
@@ -201,6 +235,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         # every path of this package renders inside one.
         return budget if budget is not None else _Budget(self.limits)
 
+    def _check_value_text(self, value: Any, what: str) -> None:
+        if not isinstance(value, (str, int, float, type(None))):
+            self._check_size(text_size(value, self.limits.max_output_chars), what)
+
     def _check_size(self, size: int, what: str) -> None:
         if size > self.limits.max_output_chars:
             raise SecurityError(
@@ -209,6 +247,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def _produced(self, value: Any) -> Any:
         """`finalize`: every `{{ }}` value, counted against the render's production budget."""
+        if type(value) is not str:  # str() of a container builds all of it: estimate first
+            self._check_value_text(value, "a value's text")
         text = value if type(value) is str else str(value)
         budget = _active.get()
         if budget is not None:
@@ -245,6 +285,9 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def checked_concat(self, parts: Iterable[Any]) -> str:
         """`a ~ b ~ c`, refused before joining when the result would exceed the output limit."""
+        parts = list(parts)
+        limit = self.limits.max_output_chars
+        self._check_size(sum(text_size(p, limit) for p in parts), "'~' concatenation")
         pieces = [str(part) for part in parts]
         self._check_size(sum(map(len, pieces)), "'~' concatenation")
         self._budget().check_time()
@@ -309,7 +352,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             for item in items:
                 if isinstance(item, int) and not isinstance(item, bool):
                     self._check_size(abs(item), "format argument")
-            self._check_size(len(fmt) * 2 + sum(_text_size(i) for i in items), "str.format")
+            limit = self.limits.max_output_chars
+            fields = fmt.count("{") + 1  # each field may print any argument in full
+            values = sum(text_size(i, limit) for i in items) * fields
+            self._check_size(len(fmt) + format_widths(fmt) + values, "str.format")
             return wrapped(*args, **kwargs)
 
         return checked
@@ -386,8 +432,48 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self._check_size(_replaced_size(str(value), str(old), str(new), rest), "filter replace")
 
     def _filter_join(self, value: Any, d: Any = "", attribute: Any = None, **_: Any) -> None:
-        if attribute is None:
-            self._check_size(_joined_size(str(d), value), "filter join")
+        if attribute is not None:
+            getter = make_attrgetter(self, attribute)
+            value = [getter(item) for item in value]
+        parts = (
+            [p if isinstance(p, str) else str(p) for p in value] if len(value) < 1 << 20 else value
+        )
+        self._check_size(_joined_size(str(d), parts), "filter join")
+
+    def _serializing(self, value: Any, name: str, factor: int = 1) -> None:
+        limit = self.limits.max_output_chars
+        self._check_size(text_size(value, limit) * factor, f"filter {name}")
+
+    def _filter_string(self, value: Any, *_: Any, **__: Any) -> None:
+        self._serializing(value, "string")
+
+    def _filter_tojson(self, value: Any, *_: Any, **__: Any) -> None:
+        self._serializing(value, "tojson")
+
+    def _filter_pprint(self, value: Any, *_: Any, **__: Any) -> None:
+        self._serializing(value, "pprint")
+
+    def _filter_urlencode(self, value: Any, *_: Any, **__: Any) -> None:
+        self._serializing(value, "urlencode", 3)  # %XX per byte at most
+
+    def _filter_xmlattr(self, value: Any, *_: Any, **__: Any) -> None:
+        self._serializing(value, "xmlattr")
+
+    def _sum(self, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+        """The `sum` filter, sized first; lists and tuples joined in one pass (adding them one
+        by one copies the growing result each time: quadratic)."""
+        self._budget().check_time()
+        items = list(iterable)
+        if attribute is not None:
+            getter = make_attrgetter(self, attribute)
+            items = [getter(item) for item in items]
+        kind = type(start)
+        if kind in (list, tuple, str):
+            limit = self.limits.max_output_chars
+            self._check_size(len(start) + items_size(items, limit), "filter sum")
+        if kind in (list, tuple) and all(type(item) is kind for item in items):
+            return kind(itertools.chain(start, *items))
+        return sum(items, start)
 
     def _filter_format(self, value: Any, *args: Any, **kwargs: Any) -> None:
         self._check_format(str(value), kwargs or args)

@@ -276,3 +276,85 @@ def test_links_inside_the_folder_are_followed_and_reported(template_dir, tmp_pat
     import json
 
     assert json.loads(result.stdout)["links"] == {"parts/role.j2": "shared/role.txt"}
+
+
+# Values whose text is far larger than the value: each must be refused from an estimate,
+# before the text is built (the first hostile review found each building 0.5-1.1 GB first).
+S = "{% set s = 'x' * 999999 %}"
+SIZED_BEFORE_BUILT = [
+    "{{ ([[0] * 2000] * 2000) | sum(start=[]) | length }}",  # also quadratic: 68 s before
+    S + "{{ ([s] * 300) | string | length }}",
+    S + "{{ ([s] * 300) | tojson | length }}",
+    S + "{{ ([s] * 300) | pprint | length }}",
+    "{{ 'a' | center(999999) | list | string | length }}",
+    S + "{{ ([s] * 300) | map('urlencode') | join | length }}",
+    S + "{{ {'a': s, 'b': s, 'c': s} | xmlattr | length }}",
+    "{{ ('{0:>999999}' * 300).format(1) | length }}",
+    S + "{{ [s] * 300 }}",
+    S + "{{ (([s] * 300) ~ '') | length }}",
+    S + "{{ ([{'a': s}] * 300) | join(attribute='a') | length }}",
+    S + "{{ ({'a': [s] * 300}) | dictsort }}",
+    S + "{{ ([s] * 300) | batch(3) | list }}",
+]
+
+
+@pytest.mark.parametrize("body", SIZED_BEFORE_BUILT)
+def test_text_of_a_value_is_sized_before_it_is_built(template_dir, tmp_path, body):
+    path = write_template(template_dir, "bomb.j2", "intro\n" + body + "{{ x }}")
+    body_line = path.read_text().splitlines().index("intro") + 2
+    tracemalloc.start()
+    try:
+        with pytest.raises(TemplateError) as info:
+            compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"bomb.j2:{body_line}" in str(info.value)
+    assert peak < 48 * 2**20, f"peak {peak / 2**20:.0f} MiB"  # s itself is 1 MB
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("{{ " + "9" * 100_000 + " }}", "number literal"),
+        ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "brackets nested"),
+        ("{{ " + " + ".join(["'ab'"] * 300) + " }}", "expression nested"),
+        ("{% if x %}" * 200 + "y" + "{% endif %}" * 200, "blocks nested"),
+    ],
+)
+def test_shapes_that_would_break_the_parser_are_syntax_errors_with_a_line(
+    template_dir, tmp_path, body, message
+):
+    path = write_template(template_dir, "deep.j2", "intro\n" + body + "{{ x }}")
+    body_line = path.read_text().splitlines().index("intro") + 2
+    with pytest.raises(TemplateError) as info:
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
+    assert f"deep.j2:{body_line}" in str(info.value) and message in str(info.value)
+
+
+def test_constant_expressions_are_not_folded_at_compile_time():
+    from copilot_cli.prompts.sandbox import make_environment
+
+    tracemalloc.start()
+    try:
+        make_environment().from_string("{{ 'a' | center(999999) | list }}")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, f"peak {peak / 2**20:.0f} MiB"  # folded: a million-item literal
+
+
+def test_sum_of_lists_is_one_pass_and_right():
+    from copilot_cli.prompts.sandbox import RenderLimits, bounded_render, make_environment
+
+    template = make_environment().from_string(
+        "{{ ([[1, 2]] * 3) | sum(start=[0]) }} {{ [(1,), (2,)] | sum(start=()) }} "
+        "{{ [1, 2, 3] | sum }} {{ [{'n': 2}, {'n': 5}] | sum(attribute='n') }}"
+    )
+    assert bounded_render(template, {}, RenderLimits()) == "[0, 1, 2, 1, 2, 1, 2] (1, 2) 6 7"
+
+
+def test_chat_templates_get_no_lipsum():
+    from copilot_cli.prompts.chat import chat_environment
+
+    assert "lipsum" not in chat_environment().globals
