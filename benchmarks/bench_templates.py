@@ -26,7 +26,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from copilot_cli.core.models import SHIPPED_MODEL, load_tokenizer
 from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
-from copilot_cli.prompts.bundle import with_defaults
+from copilot_cli.prompts.schema import with_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "templates"

@@ -4,6 +4,7 @@ what the intact file holds. Never a different object, never another exception.""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -170,5 +171,99 @@ def test_an_edited_build_manifest_is_not_trusted(tmp_path):
             assert {k: v for k, v in manifest.data.items() if k != "copilot_opt_version"} == data
         else:
             assert manifest.data["steps"] == {} and manifest.data["verdict"] is None
+
+    check()
+
+
+# -- resealed: any field set to a hostile value, the digest recomputed (as anyone can) ---------
+
+HOSTILE = st.sampled_from(
+    [-1, 0, 10**30, 2**63, 1e308, float("nan"), True, None, "", "x" * 70, [], {}, [0] * 50_000]
+    + [[[[[[[[[[["deep"]]]]]]]]]]]
+)
+
+
+def _paths(value: Any, path: tuple = ()) -> list[tuple]:
+    """Every place in a JSON document (bounded: long lists contribute their first items)."""
+    found = [path] if path else []
+    if isinstance(value, dict):
+        for key in sorted(value)[:50]:
+            found += _paths(value[key], (*path, key))
+    elif isinstance(value, list):
+        for index in range(min(len(value), 3)):
+            found += _paths(value[index], (*path, index))
+    return found
+
+
+def _set(document: Any, path: tuple, value: Any) -> None:
+    for step in path[:-1]:
+        document = document[step]
+    document[path[-1]] = value
+
+
+def _read_plan(path: Path) -> Any:
+    from copilot_cli.warm import read_plan
+
+    plan = read_plan(path)
+    return [plan.to_dict() if hasattr(plan, "to_dict") else plan, plan.tier("prefix", "x")]
+
+
+# artifact -> (its sealed JSON file inside a copy of the shipped one, a reader of all of it)
+RESEALED = {
+    "kv-index": ("kv", "index.json", lambda r: _index(r)),
+    "bundle-manifest": ("templates", "manifest.json", lambda r: _bundle(r)),
+    "registry.json": ("registry.json", "", lambda r: _registry(r)),
+    "warm-plan": ("plan.json", "", _read_plan),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESEALED))
+def test_resealed_artifacts_are_refused_or_read_never_a_crash(
+    shipped_artifacts, runner, tmp_path, name
+):
+    import json
+
+    from copilot_cli.cli import app
+    from copilot_cli.core.artifacts import DIGEST_KEY, canonical_json, sealed
+
+    out, _ = shipped_artifacts
+    if name == "warm-plan":  # made here from the shipped KV folder
+        sessions = Path(__file__).resolve().parents[1] / "sample_data" / "sessions.jsonl"
+        made = runner.invoke(
+            app,
+            [
+                "warm-plan",
+                str(sessions),
+                "--kv",
+                str(out / "kv"),
+                "-o",
+                str(tmp_path / "plan.json"),
+            ],
+        )
+        assert made.exit_code == 0, made.output
+        out = tmp_path
+    folder, inner, read = RESEALED[name]
+    document = json.loads(((out / folder / inner) if inner else out / folder).read_text())
+    document.pop(DIGEST_KEY)
+    places = _paths(document)
+
+    @settings(max_examples=40, deadline=None)
+    @given(where=st.sampled_from(places), value=HOSTILE)
+    def check(where: tuple, value: Any) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / folder
+            if (out / folder).is_dir():
+                shutil.copytree(out / folder, copy)
+            else:
+                shutil.copy(out / folder, copy)
+            edited = json.loads(json.dumps(document))
+            _set(edited, where, value)
+            target = copy / inner if inner else copy
+            target.write_text(canonical_json(sealed(edited)))
+            with contextlib.suppress(CopilotError):
+                read(copy)
+            result = runner.invoke(app, ["inspect", str(copy)])
+            assert result.exit_code in (0, 1, 2), (where, value, result.output)
+            assert "internal error" not in result.output, (where, value, result.output)
 
     check()

@@ -290,6 +290,17 @@ def read_manifest(path: Path) -> dict[str, Any]:
             isinstance(entry.get(key), kind) for key, kind in _ENTRY_FIELDS.items()
         ):
             raise ArtifactError("a template entry is malformed", where=where)
+    if not all(isinstance(entry, dict) for entry in parts.values()):
+        raise ArtifactError("a part entry is malformed", where=where)
+    chat = manifest.get("chat_template")
+    if chat is not None and not (
+        isinstance(chat, dict)
+        and isinstance(chat.get("source"), str)
+        and chat.get("template_sha256") == sha256_text(chat["source"])
+        and isinstance(chat.get("special_tokens"), dict)
+        and all(isinstance(v, str) for v in chat["special_tokens"].values())
+    ):
+        raise ArtifactError("the chat template entry is malformed", where=where)
     return manifest
 
 

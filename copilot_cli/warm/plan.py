@@ -220,6 +220,7 @@ def read_plan(path: Path | str) -> Plan:
         bloom = BloomFilter.from_dict(data["l2_bloom"]) if data["l2_bloom"] else None
         if any(i.tier not in TIERS for i in items):
             raise ValueError("an item has an unknown tier")
+        _check_shape(data, items)
         return Plan(
             items=items,
             budget=int(data["budget"]),
@@ -234,6 +235,37 @@ def read_plan(path: Path | str) -> Plan:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"malformed plan ({exc})", where=str(path)) from None
+
+
+def _check_shape(data: dict[str, Any], items: list[PlanItem]) -> None:
+    """Types every consumer relies on (a resealed plan can hold anything)."""
+
+    def count(value: Any) -> bool:
+        return type(value) is int and 0 <= value < 1 << 62
+
+    for item in items:
+        if not (
+            isinstance(item.id, str)
+            and item.kind in ("prefix", "chunk")
+            and count(item.bytes)
+            and isinstance(item.probability, (int, float))
+            and 0 <= item.probability <= 1
+        ):
+            raise ValueError(f"item {str(item.id)[:40]!r} is malformed")
+    kv = data["kv"]
+    if kv is not None and not (
+        isinstance(kv, dict) and all(isinstance(v, str) for v in kv.values())
+    ):
+        raise ValueError("'kv' must be an object of strings")
+    if not isinstance(data["evaluation"], dict) or not count(data["budget"]):
+        raise ValueError("'evaluation' must be an object and 'budget' a count")
+    held = data["resident_bytes"]
+    if not count(data["unknown_items"]) or (held is not None and not count(held)):
+        raise ValueError("'unknown_items' and 'resident_bytes' must be counts")
+    if not isinstance(data["window"], (int, float)) or not isinstance(
+        data["fp_rate"], (int, float)
+    ):
+        raise ValueError("'window' and 'fp_rate' must be numbers")
 
 
 def plan_json(plan: Plan) -> str:
