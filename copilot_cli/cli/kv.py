@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
-from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, RayOpt, model_spec
+from copilot_cli.cli.params import (
+    AllowDownloadOpt,
+    DeviceOpt,
+    DtypeOpt,
+    ModelOpt,
+    RayOpt,
+    model_spec,
+)
 
 
 @handle_errors
@@ -31,7 +38,7 @@ def prefill_kv_command(
         str, option("--snippet-format", help="auto, xml or file-sep (as context --format).")
     ] = "auto",
     model: ModelOpt = "",
-    dtype: Annotated[str, option("--dtype", help="float32, float16 or bfloat16.")] = "float32",
+    dtype: DtypeOpt = "auto",
     block_size: Annotated[int, option("--block-size", help="Tokens per hashed block.")] = 16,
     chunk_size: Annotated[int, option("--chunk-size", help="Tokens per forward pass.")] = 256,
     verify: Annotated[

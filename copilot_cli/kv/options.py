@@ -22,11 +22,12 @@ class PrefillOptions:
         out: the KV folder to write.
         bundle: a compiled prompt bundle whose static prefixes to prefill.
         texts: text files, one prefix each (named after the file).
-        dtype: the dtype the model runs (and the KV is stored) in.
+        dtype: the dtype the model runs (and the KV is stored) in; "auto": as the model is
+            saved (a bfloat16 checkpoint gives bfloat16 KV), float32 converts.
         block_size: tokens per hashed block (16, as vLLM).
         chunk_size: tokens fed per forward pass (bounds activation memory).
         verify: compare cached vs recomputed logits for every prefix after writing.
-        model: the model to load when none is handed in (its dtype is `dtype`).
+        model: the model to load when none is handed in (in `dtype` unless "auto").
         chunks: a chunks file (`chunk`): each distinct snippet's KV is stored as a chunk
             (kv/chunkkv.py), to be placed at any position of a request.
         registry: its registry: chunks taken in rank order (with `top`).
@@ -39,7 +40,7 @@ class PrefillOptions:
     out: Path = setting(Path("build/kv"), yaml=False)
     bundle: Path | None = setting(None, yaml=False)
     texts: tuple[Path, ...] = setting((), yaml=False)
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     block_size: int = 16
     chunk_size: int = 256
     verify: bool = False
@@ -55,9 +56,9 @@ class PrefillOptions:
         if self.ray is not None:
             require(check_target(self.ray) is None, "ray", str(check_target(self.ray)))
         require(
-            self.dtype in ("float32", "float16", "bfloat16"),
+            self.dtype in ("auto", "float32", "float16", "bfloat16"),
             "dtype",
-            "choose float32, float16 or bfloat16",
+            "choose auto (as saved), float32, float16 or bfloat16",
         )
         require_count(self.block_size, "block_size", low=1, high=MAX_BLOCK_SIZE)
         require_count(self.chunk_size, "chunk_size", low=1, high=MAX_BLOCK_SIZE)
@@ -86,7 +87,7 @@ class PrefillOptions:
             require(path.is_file(), "texts", f"{path} is not a file")
 
     def model_spec(self) -> ModelSpec:
-        """`model` in this run's dtype (float32 stays as saved: "auto")."""
+        """`model` in this run's dtype ("auto": as the model spec says, by default as saved)."""
         from dataclasses import replace
 
-        return replace(self.model, dtype="auto" if self.dtype == "float32" else self.dtype)
+        return self.model if self.dtype == "auto" else replace(self.model, dtype=self.dtype)

@@ -46,16 +46,20 @@ class VerifyReport:
 def verify_prefixes(
     loaded: LoadedModel, kv_dir: Path, probe_text: str = PROBE_TEXT, names: list[str] | None = None
 ) -> list[VerifyReport]:
-    """For each stored prefix: max |Δlogit| and greedy agreement over the probe positions."""
+    """For each stored prefix: max |Δlogit| and greedy agreement over the probe positions,
+    the loaded cache against a recompute that computes each distinct token once (prefixes in
+    token order share their common start, as the radix tree they were written from)."""
     kv = KVCacheDir(kv_dir)
     model = loaded.model
     device = next(model.parameters()).device
     probe = continuation_ids(loaded.tokenizer, probe_text)
     tolerance = TOLERANCE[kv.index["dtype"]]
-    reports = []
-    for name in names or kv.names():
-        ids = kv.prefix(name).token_ids
-        full = model(torch.tensor([ids + probe], device=device)).logits[0, len(ids) :]
+    names = list(names or kv.names())
+    reference = _Recompute(model, device)
+    reports = {}
+    for name in sorted(names, key=lambda n: kv.prefix(n).token_ids):
+        ids = list(kv.prefix(name).token_ids)
+        full = reference.probe(ids, probe)
         cache = load_prefix(kv_dir, model, name, tokenizer=loaded.tokenizer)
         cached = model(torch.tensor([probe], device=device), **cache_kwargs(model, cache)).logits[0]
         diff = (full.float() - cached.float()).abs().max().item()
@@ -63,27 +67,54 @@ def verify_prefixes(
         floor = None
         if diff > tolerance and kv.index["dtype"] != "float32":
             floor = _noise_floor(model, ids, probe, full)
-        reports.append(
-            VerifyReport(
-                name=name,
-                prefix_tokens=len(ids),
-                probe_tokens=len(probe),
-                max_abs_diff=diff,
-                greedy_agreement=agree,
-                tolerance=tolerance if floor is None else max(tolerance, FLOOR_HEADROOM * floor),
-                noise_floor=floor,
-            )
+        reports[name] = VerifyReport(
+            name=name,
+            prefix_tokens=len(ids),
+            probe_tokens=len(probe),
+            max_abs_diff=diff,
+            greedy_agreement=agree,
+            tolerance=tolerance if floor is None else max(tolerance, FLOOR_HEADROOM * floor),
+            noise_floor=floor,
         )
-    return reports
+    return [reports[name] for name in names]
 
 
-def _noise_floor(model: Any, ids: list[int], probe: list[int], full: torch.Tensor) -> float:
+class _Recompute:
+    """The model's own cache for one prefix at a time, kept between prefixes: the next prefix
+    crops it to their common start and computes only what follows."""
+
+    def __init__(self, model: Any, device: Any) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.device = model, device
+        self.cache = DynamicCache(config=model.config)
+        self.ids: list[int] = []
+        self.computed = 0  # tokens run through the model for prefixes (each distinct one once)
+
+    def probe(self, ids: list[int], probe: list[int]) -> torch.Tensor:
+        common = 0
+        for a, b in zip(self.ids, ids, strict=False):
+            if a != b:
+                break
+            common += 1
+        self._crop_to(common)
+        rest = ids[common:] + probe
+        kwargs = cache_kwargs(self.model, self.cache)
+        logits = self.model(torch.tensor([rest], device=self.device), **kwargs).logits[0]
+        self.computed += len(ids) - common
+        self._crop_to(len(ids))
+        self.ids = ids
+        return logits[len(ids) - common :]
+
+    def _crop_to(self, length: int) -> None:
+        extra = self.cache.get_seq_length() - length
+        if extra > 0:  # transformers 5: crop(-n) removes the last n tokens
+            self.cache.crop(-extra)
+
+
+def _noise_floor(model: Any, ids: list[int], probe: list[int], reference: torch.Tensor) -> float:
     """max |Δlogit| between two valid ways of computing the probe's logits in this dtype: one
-    pass over prefix + probe, and the prefix first, then the probe over its fresh cache."""
-    from transformers import DynamicCache
-
-    device = full.device
-    cache = DynamicCache()
-    model(torch.tensor([ids], device=device), **cache_kwargs(model, cache))
-    two_pass = model(torch.tensor([probe], device=device), **cache_kwargs(model, cache)).logits[0]
-    return (full.float() - two_pass.float()).abs().max().item()
+    pass over prefix + probe, and the prefix's cache first, then the probe over it."""
+    device = reference.device
+    one_pass = model(torch.tensor([ids + probe], device=device)).logits[0, len(ids) :]
+    return (one_pass.float() - reference.float()).abs().max().item()

@@ -62,13 +62,19 @@ def _summarize_rows(sqnr: torch.Tensor, cosine: torch.Tensor, tokenizer: Any) ->
         worst_rows=[
             WorstRow(
                 token_id=i,
-                token=tokenizer.convert_ids_to_tokens(i),
+                token=_token_text(tokenizer, i),
                 cosine=float(cosine[i]),
                 sqnr_db=float(sqnr[i]),
             )
             for i in worst
         ],
     )
+
+
+def _token_text(tokenizer: Any, token_id: int) -> str:
+    """The token's text, or `<no token>` for a row past the tokenizer (padding rows)."""
+    text = tokenizer.convert_ids_to_tokens(token_id) if token_id < len(tokenizer) else None
+    return text if isinstance(text, str) else "<no token>"
 
 
 def quantize_embeddings(

@@ -65,6 +65,12 @@ def parse_variant(
     head, sep, rest = text.partition("=")
     if not sep:
         raise OptionError("variants", f"{text!r} is not NAME=KIND=ARG (kinds: {', '.join(kinds)})")
+    if head in kinds and rest.partition("=")[0] in kinds and "=" in rest:
+        raise OptionError(
+            "variants",
+            f"a variant cannot be named {head!r}, the name of a kind: name it otherwise "
+            f"(e.g. my-{head}={rest})",
+        )
     if head in kinds:
         name, spec = text, text
     else:

@@ -440,3 +440,54 @@ def test_a_segment_chain_with_a_cycle_is_refused_not_followed_forever(
         save_file(tensors, str(path), metadata=metadata)
     with pytest.raises(ArtifactError, match="cycle"):
         load_prefix(files[0], loaded.model, "alpha")
+
+
+def test_dtype_auto_keeps_the_saved_dtype_and_float32_converts(runner, tiny_llama_dir, tmp_path):
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from copilot_cli.cli import app
+
+    saved = tmp_path / "bf16-model"
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.bfloat16)
+    model.save_pretrained(saved)
+    AutoTokenizer.from_pretrained(tiny_llama_dir).save_pretrained(saved)
+    text = tmp_path / "p.txt"
+    text.write_text("You are a careful code assistant.\n")
+    help_text = runner.invoke(app, ["prefill-kv", "--help"]).output
+    assert "[default: auto]" in " ".join(help_text.split())
+    for flags, expected in (([], "bfloat16"), (["--dtype", "float32"], "float32")):
+        out = tmp_path / f"kv-{expected}"
+        args = ["prefill-kv", "--text", str(text), "-m", str(saved), "-o", str(out), *flags]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert json.loads((out / "index.json").read_text())["dtype"] == expected
+
+
+def test_verify_recomputes_each_distinct_prefix_token_once(shipped_artifacts):
+    from copilot_cli.core.models import SHIPPED_MODEL, load_model
+    from copilot_cli.core.modelspec import ModelSpec
+    from copilot_cli.core.tokens import continuation_ids
+    from copilot_cli.kv import KVCacheDir, model_geometry
+    from copilot_cli.kv.verify import PROBE_TEXT, verify_prefixes
+
+    out, _ = shipped_artifacts
+    loaded = load_model(ModelSpec(name_or_path=str(SHIPPED_MODEL)))
+    kv = KVCacheDir(out / "kv")
+    prefixes = [kv.prefix(name).token_ids for name in kv.names()]
+    distinct = len({tuple(ids[: i + 1]) for ids in prefixes for i in range(len(ids))})
+    assert distinct < sum(map(len, prefixes))  # the shipped templates share their start
+    probe = len(continuation_ids(loaded.tokenizer, PROBE_TEXT))
+    model_geometry(loaded.model)  # its one-token probe forward, cached on the model, not counted
+    seen = []
+    hook = loaded.model.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append((args[0] if args else kwargs["input_ids"]).shape[1]),
+        with_kwargs=True,
+    )
+    try:
+        reports = verify_prefixes(loaded, out / "kv")
+    finally:
+        hook.remove()
+    assert [r.name for r in reports] == kv.names() and all(r.passed for r in reports)
+    assert sum(seen) == distinct + 2 * probe * len(prefixes)  # + the probe, twice per prefix

@@ -229,3 +229,12 @@ def test_a_corpus_file_named_directly_must_be_utf8(runner, tmp_path):
     assert result.exit_code == 2, result.output
     assert f"{corpus}: not UTF-8 text: byte 5 (0xe9)" in result.stderr
     assert not (tmp_path / "q").exists()
+
+
+def test_worst_rows_name_rows_past_the_tokenizer_as_no_token():
+    from copilot_cli.core.models import SHIPPED_MODEL, load_tokenizer
+    from copilot_cli.quant.quantizer import _token_text
+
+    tokenizer = load_tokenizer(SHIPPED_MODEL)
+    assert _token_text(tokenizer, len(tokenizer) + 5) == "<no token>"
+    assert _token_text(tokenizer, 5) == tokenizer.convert_ids_to_tokens(5)

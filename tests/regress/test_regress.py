@@ -179,6 +179,8 @@ def test_variant_parsing():
         parse_variant("q=quant=/no/such/dir")
     with pytest.raises(InputError, match="kv-dtype must be"):
         parse_variant("kv-dtype=float8")
+    with pytest.raises(InputError, match="cannot be named 'kv', the name of a kind"):
+        parse_variant("kv=kv=.")  # the folder exists: the name is what is wrong
 
 
 def test_cli_reports_and_exit_codes(runner, artifacts, tmp_path):
