@@ -269,21 +269,22 @@ def compute_segments(
     cache = DynamicCache()
     if initial is not None:
         _append(cache, *initial)
-    with torch.no_grad():
-        for item in items:
+    for item in items:
+        # no_grad around the work only, never across a yield: a consumer that stops early (a
+        # full disk) would otherwise leave gradients off in its thread until this is collected
+        with torch.no_grad():
             if cache_length(cache) > item.start:
                 truncate(cache, item.start)
             if item.known is not None:
                 _append(cache, *item.known)
                 continue
             extend(model, cache, item.token_ids, chunk_size)
-            if item.emit:
-                end = item.start + len(item.token_ids)
-                yield (
-                    item.key,
-                    [layer.keys[0, :, item.start : end].to("cpu") for layer in cache.layers],
-                    [layer.values[0, :, item.start : end].to("cpu") for layer in cache.layers],
-                )
+            if not item.emit:
+                continue
+            end = item.start + len(item.token_ids)
+            keys = [layer.keys[0, :, item.start : end].to("cpu") for layer in cache.layers]
+            values = [layer.values[0, :, item.start : end].to("cpu") for layer in cache.layers]
+        yield item.key, keys, values
 
 
 def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> PrefillResult:

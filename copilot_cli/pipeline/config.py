@@ -202,10 +202,8 @@ def _repositories(raw: dict[str, Any], base: Path) -> tuple[Path, ...]:
 
 def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfig:
     model_name = _model_name(raw["model"], base)
-    dtype = raw["prefill_kv"].get("dtype", "float32")
-    model = ModelSpec(
-        model_name or "", device=raw["device"], dtype="auto" if dtype == "float32" else dtype
-    )
+    dtype = raw["prefill_kv"].get("dtype", "auto")  # the model every step runs: as saved, or this
+    model = ModelSpec(model_name or "", device=raw["device"], dtype=dtype)
     templates = _resolved(base, raw["templates"], "templates", folder=True)
     ray = raw["executor"].get("ray")
     if ray is not None and check_target(ray) is not None:

@@ -55,7 +55,9 @@ class Manifest:
             loaded = None
             if self.path.exists():
                 self.warning = f"{self.path} is unreadable: every step runs again"
-        if isinstance(loaded, dict) and loaded.get("format") == FORMAT:
+        if loaded is not None and (not isinstance(loaded, dict) or loaded.get("format") != FORMAT):
+            self.warning = f"{self.path} is not a build manifest (damaged?): every step runs again"
+        elif isinstance(loaded, dict) and loaded.get("format") == FORMAT:
             if loaded.get("format_version") != FORMAT_VERSION or loaded.get(
                 "digest"
             ) != json_digest(loaded):

@@ -45,9 +45,6 @@ class BloomFilter:
     def __contains__(self, item: str) -> bool:
         return all(self.array[p >> 3] >> (p & 7) & 1 for p in self._positions(item))
 
-    def expected_fp_rate(self, count: int) -> float:
-        return (1 - math.exp(-self.hashes * count / self.bits)) ** self.hashes
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "bits": self.bits,

@@ -11,7 +11,6 @@ sealed by a digest; with `--kv` bound to that KV folder's fingerprints.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,7 +265,3 @@ def _check_shape(data: dict[str, Any], items: list[PlanItem]) -> None:
         data["fp_rate"], (int, float)
     ):
         raise ValueError("'window' and 'fp_rate' must be numbers")
-
-
-def plan_json(plan: Plan) -> str:
-    return json.dumps(plan.to_dict(), sort_keys=True)
