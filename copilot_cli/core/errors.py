@@ -43,6 +43,12 @@ class FingerprintMismatch(ArtifactError):
         )
 
 
+class Interrupted(CopilotError):
+    """The user stopped a long run (Ctrl-C); the message says what it had finished."""
+
+    exit_code = 130
+
+
 class CheckFailed(Exception):
     """A check or regression gate failed: exit code 1 (not an input problem)."""
 

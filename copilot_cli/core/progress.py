@@ -13,6 +13,7 @@ from rich.progress import (
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 _state: dict[str, object] = {"quiet": False, "active": None}
@@ -61,7 +62,7 @@ def progress(description: str, total: float | None = None) -> Iterator[Task]:
         return
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
-        columns += [BarColumn(), MofNCompleteColumn()]
+        columns += [BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
     columns.append(TimeElapsedColumn())
     with Progress(*columns, console=stderr_console, transient=True) as bar:
         _state["active"] = bar

@@ -12,7 +12,7 @@ import torch
 from copilot_cli import __version__
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
-from copilot_cli.core.errors import ArtifactError, InputError
+from copilot_cli.core.errors import ArtifactError, InputError, Interrupted
 from copilot_cli.core.metrics import (
     Accumulator,
     PositionMetrics,
@@ -285,9 +285,9 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
     )
     writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
     # on Ray the cluster run draws its own bar, with counts
-    bar = progress.progress(f"scoring {len(specs)} variants") if options.ray is None else None
-    with bar or contextlib.nullcontext():
-        tallies = _score(runner, specs, prompts, baseline, writer)
+    bar = progress.progress(f"scoring {len(specs)} variants", total=0) if not options.ray else None
+    with bar or contextlib.nullcontext() as task:
+        tallies = _score(runner, specs, prompts, baseline, writer, task)
     _require_scored(tallies, options)
     result = RegressResult(
         variants=[_variant_result(spec, tallies[spec.name], options) for spec in specs],
@@ -331,44 +331,81 @@ def _score(
     prompts: list[dict[str, Any]],
     baseline: Baseline | None,
     writer: BaselineWriter | None,
+    task: Any = None,
 ) -> dict[str, _Tally]:
     """Every variant on its case set, each case's base computed (or read) once; the records
-    come from this process or from Ray actors, and are merged here in case order."""
-    options = runner.options
+    come from this process or from Ray actors, and are merged here in case order. Ctrl-C
+    ends it with what was finished (Interrupted, exit 130)."""
     sets = sorted({s.case_set for s in specs} | ({"prompts"} if writer and not specs else set()))
     tallies = {s.name: _Tally() for s in specs}
-    for case_set in sets:
-        cases = build_cases(
-            case_set,
-            prompts,
-            runner.tokenizer,
-            options.max_tokens,
-            context_length(runner.model.config),
-        )
-        set_hash = cases_hash(cases)
-        if baseline is not None:
-            baseline.require(set_hash, len(cases), case_set)
-        members = [s for s in specs if s.case_set == case_set]
-        work = [i for i, case in enumerate(cases) if case.scored > 0]
-        bases = {i: baseline.case(set_hash, i) for i in work} if baseline is not None else {}
-        if bases:
-            check_baseline(runner, baseline, cases, bases)
-        if options.ray is None:
-            records: Any = (
-                (i, case_record(runner, cases[i], i, set_hash, members, bases.get(i), writer))
-                for i in work
-            )
-        else:
-            from copilot_cli.regress.distributed import score_on_ray
-
-            records = score_on_ray(runner, cases, work, set_hash, members, bases, writer)
-        for index, record in records:
-            for spec in members:
-                metrics, base_top, var_top, gen_row = record[spec.name]
-                tallies[spec.name].add(cases[index], metrics, base_top, var_top, runner.tokenizer)
-                if gen_row is not None:
-                    tallies[spec.name].gen.append(gen_row)
+    counts = [0, 0]  # cases done, cases planned so far
+    try:
+        for case_set in sets:
+            _score_set(runner, specs, prompts, baseline, writer, case_set, tallies, task, counts)
+    except KeyboardInterrupt:
+        raise Interrupted(_finished(tallies, counts)) from None
     return tallies
+
+
+def _finished(tallies: dict[str, _Tally], counts: list[int]) -> str:
+    done = [
+        f"{name}: mean KL {tally.all.summary().kl_mean:.3g} over {len(tally.prompt_kl)} cases"
+        for name, tally in tallies.items()
+        if tally.prompt_kl
+    ]
+    return f"interrupted after {counts[0]} of {counts[1]}+ cases" + (
+        f" ({'; '.join(done)}; no verdict from a part)" if done else ""
+    )
+
+
+def _score_set(
+    runner: Runner,
+    specs: list[VariantSpec],
+    prompts: list[dict[str, Any]],
+    baseline: Baseline | None,
+    writer: BaselineWriter | None,
+    case_set: str,
+    tallies: dict[str, _Tally],
+    task: Any,
+    counts: list[int],
+) -> None:
+    options = runner.options
+    cases = build_cases(
+        case_set,
+        prompts,
+        runner.tokenizer,
+        options.max_tokens,
+        context_length(runner.model.config),
+    )
+    set_hash = cases_hash(cases)
+    if baseline is not None:
+        baseline.require(set_hash, len(cases), case_set)
+    members = [s for s in specs if s.case_set == case_set]
+    work = [i for i, case in enumerate(cases) if case.scored > 0]
+    bases = {i: baseline.case(set_hash, i) for i in work} if baseline is not None else {}
+    if bases:
+        check_baseline(runner, baseline, cases, bases)
+    if options.ray is None:
+        records: Any = (
+            (i, case_record(runner, cases[i], i, set_hash, members, bases.get(i), writer))
+            for i in work
+        )
+    else:
+        from copilot_cli.regress.distributed import score_on_ray
+
+        records = score_on_ray(runner, cases, work, set_hash, members, bases, writer)
+    counts[1] += len(work)
+    if task is not None:
+        task.update(total=counts[1])
+    for index, record in records:
+        for spec in members:
+            metrics, base_top, var_top, gen_row = record[spec.name]
+            tallies[spec.name].add(cases[index], metrics, base_top, var_top, runner.tokenizer)
+            if gen_row is not None:
+                tallies[spec.name].gen.append(gen_row)
+        counts[0] += 1
+        if task is not None:
+            task.advance()
 
 
 def check_baseline(runner: Runner, baseline: Any, cases: list[Case], bases: dict[int, Any]) -> None:

@@ -264,3 +264,26 @@ def test_cli_variant_for_another_model_exit_2(runner, artifacts, tiny_llama_dir)
         ],
     )
     assert result.exit_code == 2 and "made for model" in result.stderr
+
+
+def test_ctrl_c_says_what_was_finished(runner, monkeypatch, tmp_path):
+    import copilot_cli.regress.runner as regress_runner
+
+    real, calls = regress_runner.case_record, []
+
+    def interrupted_on_the_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(regress_runner, "case_record", interrupted_on_the_third)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        "".join(f'{{"prompt": "def f{i}(x):\\n    return x + {i}"}}\n' for i in range(5))
+    )
+    args = ["regress", "--prompts", str(prompts), "-v", "i8=kv-dtype=int8", "--gen-tokens", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 130, result.output
+    assert "interrupted after 2 of 5+ cases (i8: mean KL" in result.stderr
+    assert "over 2 cases; no verdict from a part)" in result.stderr
