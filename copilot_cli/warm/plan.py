@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from copilot_cli import __version__
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
+    FINGERPRINT_SCHEME,
     canonical_json,
     check_header,
     check_sealed,
@@ -97,6 +99,8 @@ class Plan:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
+            "copilot_opt_version": __version__,
+            "fingerprint_scheme": FINGERPRINT_SCHEME,
             "budget": self.budget,
             "window": self.window,
             "predictor": self.predictor,
