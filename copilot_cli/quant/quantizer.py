@@ -180,7 +180,7 @@ def _report(
     model, tokenizer = loaded.model, loaded.tokenizer
     vocab, hidden = weight.shape
     module, head_module = quantized_modules(tables, {"lm_head": metadata["lm_head"]}, model)
-    sqnr, cosine = row_errors(weight.float(), module)
+    sqnr, cosine = row_errors(weight, module)  # converted block by block: no float copy
     fp16_bytes = vocab * hidden * 2
     embed_bytes = _table_bytes(tables["embed"])
     fidelity = None

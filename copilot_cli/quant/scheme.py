@@ -42,7 +42,13 @@ class QuantizedTable:
 
 def check_finite(table: torch.Tensor, what: str) -> None:
     """Refuse NaN/Inf rows, naming the first token ids (a NaN scale must never be written)."""
-    bad = torch.nonzero(~torch.isfinite(table).all(dim=1)).flatten()
+    bad = torch.cat(  # block by block: no table-sized mask at once
+        [
+            torch.nonzero(~torch.isfinite(table[start : start + _BLOCK_ROWS]).all(dim=1)).flatten()
+            + start
+            for start in range(0, table.shape[0], _BLOCK_ROWS)
+        ]
+    )
     if bad.numel():
         ids = ", ".join(str(i) for i in bad[:10].tolist())
         more = f" and {bad.numel() - 10} more" if bad.numel() > 10 else ""
