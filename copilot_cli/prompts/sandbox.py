@@ -382,7 +382,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         elif name == "replace" and len(args) >= 2:
             self._check_size(_replaced_size(text, args[0], args[1], args[2:]), "str.replace")
         elif name == "join" and args:
-            self._check_size(_joined_size(text, args[0]), "str.join")
+            self._check_size(_joined_size(text, args[0], self.max_output_chars), "str.join")
         elif name == "translate" and args and isinstance(args[0], dict):
             longest = max((_text_size(v) for v in args[0].values()), default=1)
             self._check_size(len(text) * max(longest, 1), "str.translate")
@@ -435,10 +435,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         if attribute is not None:
             getter = make_attrgetter(self, attribute)
             value = [getter(item) for item in value]
-        parts = (
-            [p if isinstance(p, str) else str(p) for p in value] if len(value) < 1 << 20 else value
-        )
-        self._check_size(_joined_size(str(d), parts), "filter join")
+        self._check_size(_joined_size(str(d), value, self.max_output_chars), "filter join")
 
     def _serializing(self, value: Any, name: str, factor: int = 1) -> None:
         limit = self.limits.max_output_chars
@@ -496,12 +493,17 @@ def _replaced_size(text: str, old: Any, new: Any, rest: tuple) -> int:
     return len(text) + count * max(len(new) - len(old), 0)
 
 
-def _joined_size(separator: str, items: Any) -> int:
+def _joined_size(separator: str, items: Any, limit: int) -> int:
+    """The length of `separator.join(items)`, each item's text estimated (never built)."""
     parts = list(items) if isinstance(items, dict) else items
     if not isinstance(parts, (str, list, tuple)):
         return 0
-    total = sum(len(p) if isinstance(p, str) else len(str(p)) for p in parts)
-    return total + len(separator) * max(len(parts) - 1, 0)
+    total = len(separator) * max(len(parts) - 1, 0)
+    for part in parts:
+        total += len(part) if isinstance(part, str) else text_size(part, limit)
+        if total > limit:
+            break
+    return total
 
 
 class PromptSandbox(BoundedSandbox):

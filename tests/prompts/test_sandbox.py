@@ -357,3 +357,10 @@ def test_chat_templates_get_no_lipsum():
     from copilot_cli.prompts.chat import chat_environment
 
     assert "lipsum" not in chat_environment().globals
+
+
+def test_join_sizes_items_that_are_not_text_without_building_them(template_dir, tmp_path):
+    body = S + "{{ [[s] * 300] | join | length }}"
+    error, body_line, peak = _refused_bomb(template_dir, tmp_path, body)
+    assert f"bomb.j2:{body_line}" in error and "filter join" in error
+    assert peak < 48 * 2**20, f"peak {peak / 2**20:.0f} MiB"
