@@ -93,33 +93,28 @@ class WalkResult:
 
 def _gitignore(folder: Path) -> pathspec.PathSpec | None:
     path = folder / ".gitignore"
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except OSError as exc:
-        raise InputError(
-            f"the ignore file cannot be read ({exc.strerror})", where=str(path)
-        ) from None
     try:  # through a link: rules read from anywhere only skip more
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        data = _read_ignore_file(path)
     except OSError as exc:
         raise InputError(
             f"the ignore file cannot be read ({exc.strerror})", where=str(path)
         ) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError("the ignore file is not a regular file", where=str(path))
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise InputError(
-            f"the ignore file cannot be read ({exc.strerror})", where=str(path)
-        ) from None
-    finally:
-        os.close(fd)
     lines = data.decode("utf-8", errors="replace").splitlines()
     return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _read_ignore_file(path: Path) -> bytes:
+    """Its bytes; OSError for anything but a readable regular file (a FIFO never blocks)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(21, "not a regular file", str(path))
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 Specs = list[tuple[str, pathspec.PathSpec]]
