@@ -191,6 +191,12 @@ def sha256_file(path: Path | str) -> str:
     return digest.hexdigest()
 
 
+def is_count(value: Any) -> bool:
+    """A non-negative integer below 2^53 (a count any JSON reader reads exactly): what a reader
+    asks of every size, offset and count in an artifact before trusting it."""
+    return type(value) is int and 0 <= value < 1 << 53
+
+
 def encode_metadata(values: Mapping[str, Any]) -> dict[str, str]:
     """safetensors metadata is str -> str: strings stay, everything else becomes canonical JSON."""
     return {

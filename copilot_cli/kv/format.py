@@ -28,6 +28,7 @@ from copilot_cli.core.artifacts import (
     check_sealed,
     decode_metadata,
     encode_metadata,
+    is_count,
     read_json_artifact,
     save_safetensors,
 )
@@ -281,23 +282,18 @@ def read_index(kv_dir: Path) -> dict[str, Any]:
     return index
 
 
-def _count(value: Any) -> bool:
-    """A non-negative integer below 2^53 (a count a JSON reader anywhere reads exactly)."""
-    return type(value) is int and 0 <= value < 1 << 53
-
-
 def _check_index(index: dict[str, Any]) -> None:
     segments, prefixes = index["segments"], index["prefixes"]
     if not isinstance(segments, dict) or not isinstance(prefixes, dict):
         raise TypeError("'segments' and 'prefixes' must be objects")
-    if not _count(index["block_size"]) or not index["block_size"]:
+    if not is_count(index["block_size"]) or not index["block_size"]:
         raise ValueError("block_size must be a positive integer")
     if not isinstance(index["model_fingerprint"], str):
         raise TypeError("model_fingerprint must be a string")
     for seg_hash, info in segments.items():
         if not isinstance(info, dict):
             raise TypeError(f"segment {seg_hash[:16]} must be an object")
-        if not all(_count(info[key]) for key in ("start", "length", "bytes")):
+        if not all(is_count(info[key]) for key in ("start", "length", "bytes")):
             raise ValueError(f"segment {seg_hash[:16]}: start, length and bytes must be counts")
         if not isinstance(info["parent"], str) or not isinstance(info["file"], str):
             raise TypeError(f"segment {seg_hash[:16]}: parent and file must be strings")

@@ -22,6 +22,7 @@ from copilot_cli.core.artifacts import (
     canonical_json,
     check_header,
     check_sealed,
+    is_count,
     read_json_artifact,
     sealed,
     write_bytes,
@@ -242,15 +243,11 @@ def read_plan(path: Path | str) -> Plan:
 
 def _check_shape(data: dict[str, Any], items: list[PlanItem]) -> None:
     """Types every consumer relies on (a resealed plan can hold anything)."""
-
-    def count(value: Any) -> bool:
-        return type(value) is int and 0 <= value < 1 << 62
-
     for item in items:
         if not (
             isinstance(item.id, str)
             and item.kind in ("prefix", "chunk")
-            and count(item.bytes)
+            and is_count(item.bytes)
             and isinstance(item.probability, (int, float))
             and 0 <= item.probability <= 1
         ):
@@ -260,10 +257,10 @@ def _check_shape(data: dict[str, Any], items: list[PlanItem]) -> None:
         isinstance(kv, dict) and all(isinstance(v, str) for v in kv.values())
     ):
         raise ValueError("'kv' must be an object of strings")
-    if not isinstance(data["evaluation"], dict) or not count(data["budget"]):
+    if not isinstance(data["evaluation"], dict) or not is_count(data["budget"]):
         raise ValueError("'evaluation' must be an object and 'budget' a count")
     held = data["resident_bytes"]
-    if not count(data["unknown_items"]) or (held is not None and not count(held)):
+    if not is_count(data["unknown_items"]) or (held is not None and not is_count(held)):
         raise ValueError("'unknown_items' and 'resident_bytes' must be counts")
     if not isinstance(data["window"], (int, float)) or not isinstance(
         data["fp_rate"], (int, float)
