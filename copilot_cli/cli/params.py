@@ -49,6 +49,11 @@ def path_option(flag: str, help: str) -> Any:
     return Annotated[Path | None, option(flag, help=help)]
 
 
+def count_option(flag: str, help: str) -> Any:
+    """An optional integer option: `Annotated[int | None, option(flag, help=help)]`."""
+    return Annotated[int | None, option(flag, help=help)]
+
+
 RayOpt = Annotated[
     str | None,
     option(

@@ -14,13 +14,14 @@ from copilot_cli.cli.params import (
     DtypeOpt,
     ModelOpt,
     RayOpt,
+    count_option,
     model_spec,
     path_option,
 )
 
 # flags whose value is the option of the same name (the rest are mapped below)
 SAME_NAMED = ("prompts", "gen_tokens", "max_tokens", "baseline", "save_baseline")
-SAME_NAMED += ("baseline_topk", "baseline_check")
+SAME_NAMED += ("baseline_topk", "baseline_check", "batch_size")
 THRESHOLDS = ("max_mean_kl", "min_same_top1", "max_prompt_kl")  # + allow_lax
 
 
@@ -35,26 +36,19 @@ def regress_command(
     config: Annotated[Path | None, option("--config", "-c", help="regress.yaml.")] = None,
     save_baseline: path_option("--save-baseline", "Store the base model's log-probs here.") = None,
     baseline: path_option("--baseline", "Reuse stored log-probs.") = None,
-    baseline_topk: Annotated[
-        int | None, option("--baseline-topk", help="Store top-k log-probs (0 = full vocab).")
-    ] = None,
-    baseline_check: Annotated[
-        int | None,
-        option(
-            "--baseline-check",
-            help="Cases recomputed to check a reused baseline (default 2; 0 = off).",
-        ),
-    ] = None,
+    baseline_topk: count_option(
+        "--baseline-topk", "Store top-k log-probs (0 = full vocab)."
+    ) = None,
+    baseline_check: count_option(
+        "--baseline-check", "Cases recomputed to check a reused baseline (default 2; 0 = off)."
+    ) = None,
     max_mean_kl: Annotated[float | None, option("--max-mean-kl", help="Default 1e-3.")] = None,
     min_same_top1: Annotated[float | None, option("--min-same-top1", help="Default 0.99.")] = None,
     max_prompt_kl: Annotated[float | None, option("--max-prompt-kl", help="Default 1e-2.")] = None,
     allow_lax: AllowLaxOpt = False,
-    gen_tokens: Annotated[
-        int | None, option("--gen-tokens", help="Greedy tokens per continuation (default 16).")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, option("--max-tokens", help="Tokens per prompt (default 256).")
-    ] = None,
+    gen_tokens: count_option("--gen-tokens", "Greedy tokens per continuation (default 16).") = None,
+    max_tokens: count_option("--max-tokens", "Tokens per prompt (default 256).") = None,
+    batch_size: count_option("--batch-size", "Cases per batched forward (default 4).") = None,
     null_control: Annotated[
         bool, option("--null-control", help="Also run base vs base (the noise floor).")
     ] = False,

@@ -23,7 +23,9 @@ from copilot_cli.core.options import (
 from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import DEFAULT_PROMPTS
 
-MAX_GEN_TOKENS = 4096  # the model's context bounds it further at run time
+MAX_GEN_TOKENS = 4096
+DEFAULT_BATCH_SIZE = 4  # measured: benchmarks/bench_regress.py runs batch sizes side by side
+MAX_BATCH_SIZE = 256  # the model's context bounds it further at run time
 
 # Beyond these a threshold passes nearly anything (a mean KL of 1 nat is a different model;
 # half the top-1 tokens changed is a different model): such a gate needs allow_lax, and every
@@ -126,6 +128,9 @@ class RegressOptions:
             random, when a baseline is reused: one that does not match is refused (a baseline
             edited and resealed, or made with something else). 0 turns the check off.
         null_control: also run base vs base (the noise floor).
+        batch_size: cases per batched forward (sorted by length so little is padding; fewer
+            where a batch's logits would pass 2^27 values). Numbers agree with batch size 1
+            to float rounding; the same batch size gives the same bytes.
         reports: which reports to write where.
         model: the model to load when none is handed in.
         ray: None (this process) or a Ray target (`local`, `auto`, an address): cases are
@@ -142,6 +147,7 @@ class RegressOptions:
     baseline_topk: int = 0
     baseline_check: int = 2
     null_control: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
     reports: ReportPaths = setting(default_factory=ReportPaths, yaml=False)
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
     ray: str | None = setting(None, yaml=False)
@@ -169,6 +175,7 @@ class RegressOptions:
                 "give a count above 0 or drop the threshold",
             )
         require_count(self.max_tokens, "max_tokens", low=4)
+        require_count(self.batch_size, "batch_size", low=1, high=MAX_BATCH_SIZE)
         require_count(self.baseline_topk, "baseline_topk")
         require_count(self.baseline_check, "baseline_check", high=1 << 20)
         check_output_shape(self.save_baseline, "save_baseline", folder=False)

@@ -128,6 +128,10 @@ def junit_xml(result: RegressResult) -> str:
             )
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
+    if result.partial is not None:  # an unfinished run never reads as green
+        suite = ET.SubElement(suites, "testsuite", name="regress", tests="1", failures="1")
+        case = ET.SubElement(suite, "testcase", classname="regress", name="complete", time="0")
+        ET.SubElement(case, "failure", message=f"partial report: {result.partial}")
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
 
@@ -142,6 +146,8 @@ def _group_cases(variant: VariantResult, group: str) -> set[str]:
 
 def markdown(result: RegressResult) -> str:
     verdict_text = "✅ all variants pass" if result.passed else "❌ regression"
+    if result.partial is not None:
+        verdict_text = f"⏸ partial report, no verdict ({result.partial})"
     t = result.thresholds
     lines = [
         f"## copilot-opt regress: {verdict_text}",
@@ -244,7 +250,7 @@ def html_report(result: RegressResult) -> str:
         ".note{color:#666;font-size:12px}.variant{border-top:2px solid #ddd;margin-top:2em}"
         "code{background:#f4f4f4}</style></head><body>",
         f"<h1>copilot-opt regress: <span class='{'pass' if result.passed else 'fail'}'>"
-        f"{'PASS' if result.passed else 'FAIL'}</span></h1>",
+        f"{_verdict_word(result)}</span></h1>",
         f"<p>Model <code>{esc(result.provenance.model)}</code> "
         f"(<code>{result.provenance.model_fingerprint[:16]}</code>), "
         f"{result.provenance.prompt_count} prompts; forward "
@@ -273,6 +279,12 @@ def html_report(result: RegressResult) -> str:
         parts.extend(_variant_html(v))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _verdict_word(result: RegressResult) -> str:
+    if result.partial is not None:
+        return html.escape(f"PARTIAL ({result.partial})")
+    return "PASS" if result.passed else "FAIL"
 
 
 def _variant_html(v: VariantResult) -> list[str]:

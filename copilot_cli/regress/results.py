@@ -102,10 +102,11 @@ class RegressResult:
     timing: Timing
     baseline_saved: str | None = None
     reports_written: list[str] = field(default_factory=list)
+    partial: str | None = None  # what an unfinished run did (a report written as it goes)
 
     @property
     def passed(self) -> bool:
-        return all(v.passed for v in self.variants)
+        return self.partial is None and all(v.passed for v in self.variants)
 
     @property
     def failures(self) -> list[str]:
@@ -123,6 +124,7 @@ class RegressResult:
             "format": "copilot-opt.regress-report",
             "format_version": 1,
             "passed": self.passed,
+            "partial": self.partial,
             "thresholds": self.thresholds.to_dict(),
             "lax_thresholds": self.thresholds.lax(),
             "provenance": dataclasses.asdict(self.provenance),

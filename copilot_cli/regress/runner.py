@@ -13,12 +13,7 @@ from copilot_cli import __version__
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
 from copilot_cli.core.errors import ArtifactError, InputError, Interrupted
-from copilot_cli.core.metrics import (
-    Accumulator,
-    PositionMetrics,
-    compare_logits,
-    compare_topk,
-)
+from copilot_cli.core.metrics import PositionMetrics, compare_logits, compare_topk
 from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.outputs import claim_file
@@ -27,6 +22,7 @@ from copilot_cli.regress.baseline import FORMAT as BASELINE_FORMAT
 from copilot_cli.regress.baseline import Baseline, BaselineWriter
 from copilot_cli.regress.cases import Case, build_cases, cases_hash
 from copilot_cli.regress.decode import eos_ids, greedy, plain_greedy
+from copilot_cli.regress.forward import forward_rows, row_cache
 from copilot_cli.regress.gate import verdict
 from copilot_cli.regress.options import RegressOptions
 from copilot_cli.regress.reports import claim_reports, write_reports
@@ -36,56 +32,16 @@ from copilot_cli.regress.results import (
     RegressResult,
     Timing,
     VariantResult,
-    WorstPosition,
 )
-from copilot_cli.regress.textmetrics import bleu4, levenshtein
+from copilot_cli.regress.tally import Tally, tallies_of
+from copilot_cli.regress.units import CaseSet, Record, plan_units, score_unit
 from copilot_cli.regress.variants import VariantSpec, applied, degrade_cache, prune_options
 
 NULL_CONTROL = VariantSpec(name="null-control", components=())
 # A reused baseline's recomputed cases may differ from it by float noise: at most a tenth of
 # the gate's mean-KL threshold, and never less than this (nats).
 BASELINE_KL_FLOOR = 1e-5
-
-
-class _Tally:
-    """Everything collected for one variant while cases stream by."""
-
-    def __init__(self) -> None:
-        self.all = Accumulator()
-        self.groups: dict[str, Accumulator] = {}
-        self.prompt_kl: dict[str, float] = {}
-        self.position_kl: dict[str, list[float]] = {}
-        self.worst: list[WorstPosition] = []
-        self.case_group: dict[str, str] = {}
-        self.gen: list[tuple[bool, float, float]] = []
-
-    def add(
-        self,
-        case: Case,
-        metrics: PositionMetrics,
-        base_top: torch.Tensor,
-        var_top: torch.Tensor,
-        tokenizer: Any,
-    ) -> None:
-        self.all.add(metrics)
-        self.groups.setdefault(case.group, Accumulator()).add(metrics)
-        kl = metrics.kl
-        self.prompt_kl[case.id] = float(kl.mean()) if kl.numel() else 0.0
-        self.case_group[case.id] = case.group
-        self.position_kl[case.id] = [round(float(v), 8) for v in kl]
-        for index in torch.argsort(kl, descending=True)[:5].tolist():
-            t = case.split + index
-            self.worst.append(
-                WorstPosition(
-                    case=case.id,
-                    position=t,
-                    kl=float(kl[index]),
-                    context=tokenizer.decode(list(case.ids[max(0, t - 15) : t + 1])),
-                    base_top=tokenizer.decode([int(base_top[index])]),
-                    variant_top=tokenizer.decode([int(var_top[index])]),
-                )
-            )
-        self.worst = sorted(self.worst, key=lambda w: -w.kl if w.kl == w.kl else -float("inf"))[:5]
+PARTIAL_EVERY = 15.0  # seconds between partial reports of a long run
 
 
 class Runner:
@@ -106,12 +62,85 @@ class Runner:
     def _tensor(self, ids: tuple[int, ...] | list[int]) -> torch.Tensor:
         return torch.tensor([list(ids)], device=self.device)
 
+    @property
+    def _gen_from_cache(self) -> bool:
+        """Greedy tokens continue from the scored forward's cache (else generate() from start)."""
+        return bool(self.options.gen_tokens) and self._plain_greedy
+
     @torch.no_grad()
-    def base_logits(self, case: Case) -> torch.Tensor:
+    def base_rows(
+        self, seqs: list[tuple[int, ...]], starts: list[int]
+    ) -> tuple[list[torch.Tensor], list[list[int]]]:
+        """The original model on `seqs` (one batched forward): logits from each start, and
+        each sequence's greedy continuation (empty without --gen-tokens)."""
         started = time.perf_counter()
-        logits = self.model(self._tensor(case.ids)).logits[0, case.split : len(case.ids) - 1]
+        rows = forward_rows(self.model, seqs, starts, keep_cache=self._gen_from_cache)
+        for row, ids in enumerate(seqs):
+            if ids not in self._base_gen and self._gen_from_cache:
+                cache = row_cache(self.model, rows, row)
+                self._base_gen[ids] = self._greedy(ids, cache)
         self.forward_seconds += time.perf_counter() - started
-        return logits.float().cpu()
+        return rows.logits, [self.base_generate(ids) for ids in seqs]
+
+    def _greedy(self, ids: tuple[int, ...], cache: Any) -> list[int]:
+        return greedy(self.model, self._tensor(ids), self.options.gen_tokens, self._eos, cache)
+
+    def base_logits(self, case: Case) -> torch.Tensor:
+        return self.base_rows([case.ids], [case.split])[0][0]
+
+    @torch.no_grad()
+    def variant_rows(
+        self, spec: VariantSpec, cases: list[Case]
+    ) -> list[tuple[torch.Tensor, list[int] | None]]:
+        """`spec` on `cases`: per case its logits at the scored positions and its greedy
+        continuation (None without --gen-tokens)."""
+        started = time.perf_counter()
+        with applied(spec, self.model, self.tokenizer, self._quant):
+            if spec.kind("prune") is not None or spec.case_set == "prompts":
+                out = self._batched_variant(spec, cases)
+            else:
+                out = [self._cached_variant(spec, case) for case in cases]
+        self.forward_seconds += time.perf_counter() - started
+        if not self.options.gen_tokens:
+            return out
+        return [  # generate() where the forward's cache is not the continuation's
+            (logits, gen if gen is not None else self.generate(spec, case))
+            for (logits, gen), case in zip(out, cases, strict=True)
+        ]
+
+    def _batched_variant(
+        self, spec: VariantSpec, cases: list[Case]
+    ) -> list[tuple[torch.Tensor, list[int] | None]]:
+        if spec.kind("prune") is not None:
+            pairs = [self._pruned_sequence(spec, case) for case in cases]
+            seqs = [tuple(seq) for seq, _ in pairs]
+            starts = [start for _, start in pairs]
+        else:
+            seqs, starts = [case.ids for case in cases], [case.split for case in cases]
+        rows = forward_rows(self.model, seqs, starts, keep_cache=self._gen_from_cache)
+        return [
+            (
+                rows.logits[row],
+                self._greedy(ids, row_cache(self.model, rows, row))
+                if self._gen_from_cache
+                else None,
+            )
+            for row, ids in enumerate(seqs)
+        ]
+
+    def _cached_variant(
+        self, spec: VariantSpec, case: Case
+    ) -> tuple[torch.Tensor, list[int] | None]:
+        """kv (the stored prefix) or kv-dtype (the first half's cache degraded), one case; a kv
+        variant's continuation goes on from its cache (kv-dtype's degrades the whole prompt's
+        cache first, so it is generated apart)."""
+        cache = self._cache_for(spec, case, case.split)
+        tail = self._tensor(case.ids[case.split :])
+        logits = self.model(tail, **cache_kwargs(self.model, cache)).logits[0, :-1].float().cpu()
+        if not (self._gen_from_cache and spec.kind("kv") is not None):
+            return logits, None
+        cache.crop(-1)  # greedy recomputes the last prompt token and goes on
+        return logits, self._greedy(case.ids, cache)
 
     def _cache_for(self, spec: VariantSpec, case: Case, upto: int) -> Any:
         from transformers import DynamicCache
@@ -141,37 +170,20 @@ class Runner:
         return self._pruned[key]
 
     @torch.no_grad()
-    def variant_logits(self, spec: VariantSpec, case: Case) -> torch.Tensor:
-        started = time.perf_counter()
-        with applied(spec, self.model, self.tokenizer, self._quant):
-            if spec.kind("prune") is not None:
-                sequence, start = self._pruned_sequence(spec, case)
-                logits = self.model(self._tensor(sequence)).logits[0, start:-1]
-            elif spec.case_set == "prompts":
-                logits = self.model(self._tensor(case.ids)).logits[0, case.split : -1]
-            else:
-                cache = self._cache_for(spec, case, case.split)
-                logits = self.model(
-                    self._tensor(case.ids[case.split :]), **cache_kwargs(self.model, cache)
-                ).logits[0, :-1]
-        self.forward_seconds += time.perf_counter() - started
-        return logits.float().cpu()
-
-    @torch.no_grad()
     def generate(self, spec: VariantSpec | None, case: Case) -> list[int]:
         n = self.options.gen_tokens
         if n == 0:
             return []
-        if spec is None and case.ids in self._base_gen:  # the same ids in another case set
-            return self._base_gen[case.ids]
+        if spec is None:
+            return self.base_generate(case.ids)
         started = time.perf_counter()
         if spec is not None and spec.kind("prune") is not None:
             sequence, start = self._pruned_sequence(spec, case)
             prompt = self._tensor(sequence[: start + len(case.ids) - case.split])
             with applied(spec, self.model, self.tokenizer, self._quant):
                 out = self._decode(prompt, None)
-        elif spec is None or spec.case_set == "prompts":
-            with applied(spec or NULL_CONTROL, self.model, self.tokenizer, self._quant):
+        elif spec.case_set == "prompts":
+            with applied(spec, self.model, self.tokenizer, self._quant):
                 out = self._decode(self._tensor(case.ids), None)
         else:
             upto = case.split if spec.kind("kv") is not None else len(case.ids) - 1
@@ -179,9 +191,17 @@ class Runner:
                 cache = self._cache_for(spec, case, upto)
                 out = self._decode(self._tensor(case.ids), cache)
         self.forward_seconds += time.perf_counter() - started
-        if spec is None:
-            self._base_gen[case.ids] = out
         return out
+
+    def base_generate(self, ids: tuple[int, ...]) -> list[int]:
+        """The original model's greedy continuation of `ids`, computed once per run."""
+        if not self.options.gen_tokens:
+            return []
+        if ids not in self._base_gen:
+            started = time.perf_counter()
+            self._base_gen[ids] = self._decode(self._tensor(ids), None)
+            self.forward_seconds += time.perf_counter() - started
+        return self._base_gen[ids]
 
     def _decode(self, ids: torch.Tensor, cache: Any | None) -> list[int]:
         """`gen_tokens` greedy tokens after `ids` (EOS kept out, as `min_new_tokens` does)."""
@@ -258,12 +278,14 @@ def _claim_outputs(options: RegressOptions) -> None:
 
 def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> RegressResult:
     """Compare every variant with the original model; save or use a baseline; write the reports
-    `options.reports` names. Loads `options.model` when no model is handed in.
+    `options.reports` names (as it goes: a partial report every PARTIAL_EVERY seconds, and one
+    when interrupted). Loads `options.model` when no model is handed in.
 
     Raises:
         InputError / OptionError: malformed prompts or variants, a count the model cannot do.
         ArtifactError / FingerprintMismatch: a baseline or variant artifact made for something
             else.
+        Interrupted: Ctrl-C, after the partial reports are written.
     """
     _claim_outputs(options)
     if loaded is None:
@@ -273,32 +295,20 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
     prompts = load_prompts(options.prompts)
     runner = Runner(loaded, options)
     specs = [*options.specs, *([NULL_CONTROL] if options.null_control else [])]
-    baseline = (
-        Baseline(
-            options.baseline,
-            model_fingerprint=loaded.model_fingerprint,
-            tokenizer_fingerprint=loaded.tokenizer_fingerprint,
-            prompts_hash=prompts_hash(prompts),
-        )
-        if options.baseline is not None
-        else None
-    )
     writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
+    sets = _case_sets(runner, specs, prompts, _baseline(options, loaded, prompts), writer)
+
+    def result_of(tallies: dict[str, Tally], partial: str | None = None) -> RegressResult:
+        return _result(
+            runner, [s for s in specs if tallies[s.name].prompt_kl], tallies, prompts, partial
+        )
+
     # on Ray the cluster run draws its own bar, with counts
     bar = progress.progress(f"scoring {len(specs)} variants", total=0) if not options.ray else None
     with bar or contextlib.nullcontext() as task:
-        tallies = _score(runner, specs, prompts, baseline, writer, task)
+        tallies = _score(runner, specs, sets, writer, task, _PartialReports(options, result_of))
     _require_scored(tallies, options)
-    result = RegressResult(
-        variants=[_variant_result(spec, tallies[spec.name], options) for spec in specs],
-        thresholds=options.thresholds,
-        provenance=_provenance(loaded, options, prompts),
-        timing=Timing(
-            forward_seconds=round(runner.forward_seconds, 3),
-            metric_seconds=round(runner.metric_seconds, 3),
-            metric_share=round(runner.metric_seconds / max(runner.forward_seconds, 1e-9), 4),
-        ),
-    )
+    result = result_of(tallies)
     if writer is not None:
         writer.save(
             options.save_baseline,
@@ -315,7 +325,58 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
     return result
 
 
-def _require_scored(tallies: dict[str, _Tally], options: RegressOptions) -> None:
+class _PartialReports:
+    """Writes the reports of the cases finished so far, marked partial, at most every
+    PARTIAL_EVERY seconds and once more when the run is interrupted."""
+
+    def __init__(self, options: RegressOptions, result_of: Any) -> None:
+        self.paths = options.reports
+        self.result_of = result_of
+        self.last = time.monotonic()
+        self.wanted = any(getattr(self.paths, n) for n in ("json", "junit", "markdown", "html"))
+
+    def __call__(self, tallies_fn: Any, note: str, *, now: bool = False) -> None:
+        if not self.wanted or not (now or time.monotonic() - self.last >= PARTIAL_EVERY):
+            return
+        write_reports(self.result_of(tallies_fn(), note), self.paths)
+        self.last = time.monotonic()
+
+
+def _baseline(
+    options: RegressOptions, loaded: LoadedModel, prompts: list[dict[str, Any]]
+) -> Baseline | None:
+    if options.baseline is None:
+        return None
+    return Baseline(
+        options.baseline,
+        model_fingerprint=loaded.model_fingerprint,
+        tokenizer_fingerprint=loaded.tokenizer_fingerprint,
+        prompts_hash=prompts_hash(prompts),
+    )
+
+
+def _result(
+    runner: Runner,
+    specs: list[VariantSpec],
+    tallies: dict[str, Tally],
+    prompts: list[dict[str, Any]],
+    partial: str | None = None,
+) -> RegressResult:
+    options = runner.options
+    return RegressResult(
+        variants=[_variant_result(spec, tallies[spec.name], options) for spec in specs],
+        thresholds=options.thresholds,
+        provenance=_provenance(runner.loaded, options, prompts),
+        timing=Timing(
+            forward_seconds=round(runner.forward_seconds, 3),
+            metric_seconds=round(runner.metric_seconds, 3),
+            metric_share=round(runner.metric_seconds / max(runner.forward_seconds, 1e-9), 4),
+        ),
+        partial=partial,
+    )
+
+
+def _require_scored(tallies: dict[str, Tally], options: RegressOptions) -> None:
     empty = [name for name, tally in tallies.items() if not tally.prompt_kl]
     if empty:
         raise InputError(
@@ -325,87 +386,87 @@ def _require_scored(tallies: dict[str, _Tally], options: RegressOptions) -> None
         )
 
 
-def _score(
+def _case_sets(
     runner: Runner,
     specs: list[VariantSpec],
     prompts: list[dict[str, Any]],
     baseline: Baseline | None,
     writer: BaselineWriter | None,
+) -> list[CaseSet]:
+    """Every case set a variant is scored on (prompts alone when only saving a baseline),
+    a reused baseline required to hold each and checked against the model."""
+    names = sorted({s.case_set for s in specs} | ({"prompts"} if writer and not specs else set()))
+    context = context_length(runner.model.config)
+    sets = []
+    for name in names:
+        cases = build_cases(name, prompts, runner.tokenizer, runner.options.max_tokens, context)
+        set_hash = cases_hash(cases)
+        bases = {}
+        if baseline is not None:
+            baseline.require(set_hash, len(cases), name)
+            bases = {i: baseline.case(set_hash, i) for i, c in enumerate(cases) if c.scored > 0}
+            check_baseline(runner, baseline, cases, bases)
+        members = tuple(s for s in specs if s.case_set == name)
+        sets.append(CaseSet(name, cases, set_hash, members, bases))
+    return sets
+
+
+def _score(
+    runner: Runner,
+    specs: list[VariantSpec],
+    sets: list[CaseSet],
+    writer: BaselineWriter | None,
     task: Any = None,
-) -> dict[str, _Tally]:
-    """Every variant on its case set, each case's base computed (or read) once; the records
-    come from this process or from Ray actors, and are merged here in case order. Ctrl-C
-    ends it with what was finished (Interrupted, exit 130)."""
-    sets = sorted({s.case_set for s in specs} | ({"prompts"} if writer and not specs else set()))
-    tallies = {s.name: _Tally() for s in specs}
-    counts = [0, 0]  # cases done, cases planned so far
+    on_part: Any = None,
+) -> dict[str, Tally]:
+    """Every variant on its case set, in units of batched cases (each original forward
+    computed or read once for every set on the same ids); records come from this process or
+    from Ray actors and are added in case order. `on_part(tallies, note)` sees the tallies as
+    they grow. Ctrl-C ends it with what was finished (Interrupted, exit 130)."""
+    vocab = runner.model.get_output_embeddings().weight.shape[0]
+    units = plan_units(sets, runner.options.batch_size, vocab)
+    total = sum(unit.size for unit in units)
+    if task is not None:
+        task.update(total=total)
+    records: dict[tuple[str, int], Record] = {}
+    if runner.options.ray is None:
+        results: Any = ((unit, score_unit(runner, unit, writer)) for unit in units)
+    else:
+        from copilot_cli.regress.distributed import score_on_ray
+
+        results = score_on_ray(runner, units, writer)
     try:
-        for case_set in sets:
-            _score_set(runner, specs, prompts, baseline, writer, case_set, tallies, task, counts)
+        for unit, scored in results:
+            records.update(((name, index), record) for name, index, record in scored)
+            if task is not None:
+                task.advance(unit.size)
+            if on_part is not None:
+                on_part(
+                    lambda: tallies_of(sets, specs, records, runner.tokenizer),
+                    _progress_note(len(records), total),
+                )
     except KeyboardInterrupt:
-        raise Interrupted(_finished(tallies, counts)) from None
-    return tallies
+        tallies = tallies_of(sets, specs, records, runner.tokenizer)
+        said = _finished(tallies, len(records), total)
+        if on_part is not None:
+            on_part(lambda: tallies, said, now=True)
+        raise Interrupted(said) from None
+    return tallies_of(sets, specs, records, runner.tokenizer)
 
 
-def _finished(tallies: dict[str, _Tally], counts: list[int]) -> str:
-    done = [
+def _progress_note(done: int, total: int) -> str:
+    return f"{done} of {total} cases scored"
+
+
+def _finished(tallies: dict[str, Tally], done: int, total: int) -> str:
+    parts = [
         f"{name}: mean KL {tally.all.summary().kl_mean:.3g} over {len(tally.prompt_kl)} cases"
         for name, tally in tallies.items()
         if tally.prompt_kl
     ]
-    return f"interrupted after {counts[0]} of {counts[1]}+ cases" + (
-        f" ({'; '.join(done)}; no verdict from a part)" if done else ""
+    return f"interrupted after {done} of {total} cases" + (
+        f" ({'; '.join(parts)}; no verdict from a part)" if parts else ""
     )
-
-
-def _score_set(
-    runner: Runner,
-    specs: list[VariantSpec],
-    prompts: list[dict[str, Any]],
-    baseline: Baseline | None,
-    writer: BaselineWriter | None,
-    case_set: str,
-    tallies: dict[str, _Tally],
-    task: Any,
-    counts: list[int],
-) -> None:
-    options = runner.options
-    cases = build_cases(
-        case_set,
-        prompts,
-        runner.tokenizer,
-        options.max_tokens,
-        context_length(runner.model.config),
-    )
-    set_hash = cases_hash(cases)
-    if baseline is not None:
-        baseline.require(set_hash, len(cases), case_set)
-    members = [s for s in specs if s.case_set == case_set]
-    work = [i for i, case in enumerate(cases) if case.scored > 0]
-    bases = {i: baseline.case(set_hash, i) for i in work} if baseline is not None else {}
-    if bases:
-        check_baseline(runner, baseline, cases, bases)
-    if options.ray is None:
-        records: Any = (
-            (i, case_record(runner, cases[i], i, set_hash, members, bases.get(i), writer))
-            for i in work
-        )
-    else:
-        from copilot_cli.regress.distributed import score_on_ray
-
-        records = score_on_ray(runner, cases, work, set_hash, members, bases, writer)
-    counts[1] += len(work)
-    if task is not None:
-        task.update(total=counts[1])
-    for index, record in records:
-        for spec in members:
-            metrics, base_top, var_top, gen_row = record[spec.name]
-            tallies[spec.name].add(cases[index], metrics, base_top, var_top, runner.tokenizer)
-            if gen_row is not None:
-                tallies[spec.name].gen.append(gen_row)
-        counts[0] += 1
-        if task is not None:
-            task.advance()
 
 
 def check_baseline(runner: Runner, baseline: Any, cases: list[Case], bases: dict[int, Any]) -> None:
@@ -422,7 +483,9 @@ def check_baseline(runner: Runner, baseline: Any, cases: list[Case], bases: dict
         targets = torch.tensor(case.ids[case.split + 1 :])
         metrics, _ = runner.compare(stored, runner.base_logits(case), targets)
         kl = float(metrics.kl.mean()) if metrics.kl.numel() else 0.0
-        same_gen = not runner.options.gen_tokens or runner.generate(None, case) == stored.generated
+        same_gen = (
+            not runner.options.gen_tokens or runner.base_generate(case.ids) == stored.generated
+        )
         if not (kl <= tolerance and same_gen):  # NaN fails too
             what = f"mean KL {kl:.3g} > {tolerance:.1g}" if same_gen else "greedy continuation"
             raise ArtifactError(
@@ -432,40 +495,7 @@ def check_baseline(runner: Runner, baseline: Any, cases: list[Case], bases: dict
             )
 
 
-def case_record(
-    runner: Runner,
-    case: Case,
-    index: int,
-    set_hash: str,
-    members: list[VariantSpec],
-    base_case: Any,
-    writer: BaselineWriter | None,
-) -> dict[str, tuple[PositionMetrics, torch.Tensor, torch.Tensor, Any]]:
-    """One case scored against every variant of its set: per variant the position metrics,
-    base and variant top-1 ids and the generation row (None without generation). A pure
-    function of its inputs: the same on any machine that runs it."""
-    targets = torch.tensor(case.ids[case.split + 1 :])
-    if base_case is not None:
-        base: Any = base_case
-        base_gen = base_case.generated
-    else:
-        base = runner.base_logits(case)
-        base_gen = runner.generate(None, case)
-        if writer is not None:
-            writer.add(set_hash, index, base, targets, base_gen)
-    record = {}
-    for spec in members:
-        logits = runner.variant_logits(spec, case)
-        metrics, base_top = runner.compare(base, logits, targets)
-        gen_row = None
-        if runner.options.gen_tokens:
-            gen = runner.generate(spec, case)
-            gen_row = (gen == base_gen, bleu4(base_gen, gen), levenshtein(base_gen, gen))
-        record[spec.name] = (metrics, base_top, logits.argmax(-1), gen_row)
-    return record
-
-
-def _variant_result(spec: VariantSpec, tally: _Tally, options: RegressOptions) -> VariantResult:
+def _variant_result(spec: VariantSpec, tally: Tally, options: RegressOptions) -> VariantResult:
     summary = tally.all.summary()
     generation = _generation_stats(tally.gen)
     gen_dict = None if generation is None else generation.__dict__

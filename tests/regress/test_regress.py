@@ -266,10 +266,10 @@ def test_cli_variant_for_another_model_exit_2(runner, artifacts, tiny_llama_dir)
     assert result.exit_code == 2 and "made for model" in result.stderr
 
 
-def test_ctrl_c_says_what_was_finished(runner, monkeypatch, tmp_path):
+def test_ctrl_c_says_what_was_finished_and_leaves_a_partial_report(runner, monkeypatch, tmp_path):
     import copilot_cli.regress.runner as regress_runner
 
-    real, calls = regress_runner.case_record, []
+    real, calls = regress_runner.score_unit, []
 
     def interrupted_on_the_third(*args, **kwargs):
         calls.append(1)
@@ -277,13 +277,19 @@ def test_ctrl_c_says_what_was_finished(runner, monkeypatch, tmp_path):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(regress_runner, "case_record", interrupted_on_the_third)
+    monkeypatch.setattr(regress_runner, "score_unit", interrupted_on_the_third)
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(
         "".join(f'{{"prompt": "def f{i}(x):\\n    return x + {i}"}}\n' for i in range(5))
     )
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
     args = ["regress", "--prompts", str(prompts), "-v", "i8=kv-dtype=int8", "--gen-tokens", "1"]
+    args += ["--batch-size", "1", "--json", str(report), "--junit", str(junit)]
     result = runner.invoke(app, args)
     assert result.exit_code == 130, result.output
-    assert "interrupted after 2 of 5+ cases (i8: mean KL" in result.stderr
+    assert "interrupted after 2 of 5 cases (i8: mean KL" in result.stderr
     assert "over 2 cases; no verdict from a part)" in result.stderr
+    written = json.loads(report.read_text())
+    assert written["passed"] is False and written["partial"].startswith("interrupted after 2 of 5")
+    assert len(written["variants"][0]["prompt_kl"]) == 2
+    assert 'failures="1"' in junit.read_text() and "partial report" in junit.read_text()
