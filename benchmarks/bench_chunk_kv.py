@@ -107,7 +107,7 @@ class Request:
             context=point["context"],
         )
         self.prefix_ids = store.token_ids(TEMPLATE)
-        stored = {n for n, e in store.kv.index["prefixes"].items() if e.get("kind") == "chunk"}
+        stored = {n for n, e in store.kv.index.prefixes.items() if e.kind == "chunk"}
         self.pieces, self.rest = context_pieces(tok, rendered.rest, point["context"], stored)
         self.store = store
         self.ids = list(self.prefix_ids)
@@ -119,7 +119,7 @@ class Request:
         self.placed = sum(isinstance(p, str) for p in self.pieces)
 
     def _lead(self, name: str) -> int:
-        return int(self.store.kv.index["prefixes"][name].get("lead_tokens", 0))
+        return self.store.kv.index.prefixes[name].lead_tokens
 
     def stored_piece(self, name: str):
         from copilot_cli.kv.assemble import StoredPiece

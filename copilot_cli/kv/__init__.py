@@ -2,12 +2,12 @@
 
 from copilot_cli.kv.assemble import Assembled, StoredPiece, assemble_cache, load_piece
 from copilot_cli.kv.builder import PrefillResult, PrefixSource, prefill_kv, prefill_sources
-from copilot_cli.kv.format import ModelGeometry, block_hashes, read_segment
+from copilot_cli.kv.format import KVIndex, ModelGeometry, block_hashes, read_segment
 from copilot_cli.kv.geometry import model_geometry
-from copilot_cli.kv.index import PrefixMatch, PrefixTree
 from copilot_cli.kv.inspect import inspect_kv_folder, inspect_kv_segment
 from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, load_prefix
 from copilot_cli.kv.options import PrefillOptions
+from copilot_cli.kv.radix import PrefixMatch, RadixTree
 from copilot_cli.kv.serving import assemble_request, generate_with_prefix
 from copilot_cli.kv.store import DEFAULT_MAX_BYTES, SegmentStore
 from copilot_cli.kv.verify import verify_prefixes
@@ -16,13 +16,14 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "Assembled",
     "KVCacheDir",
+    "KVIndex",
     "ModelGeometry",
     "PrefillOptions",
     "PrefillResult",
     "PrefixMatch",
     "PrefixSource",
     "PrefixStore",
-    "PrefixTree",
+    "RadixTree",
     "SegmentStore",
     "StoredPiece",
     "assemble_cache",

@@ -296,15 +296,15 @@ def load_piece(kv: Any, model: Any, name: str, *, tokenizer: Any | None = None) 
 
     if isinstance(kv, PrefixStore):
         token_ids, keys, values = kv.tensors(name)
-        entry = kv.kv.index["prefixes"][name]
+        entry = kv.kv.index.prefixes[name]
     else:
         folder = kv if isinstance(kv, KVCacheDir) else KVCacheDir(kv)
         _check_model(folder.model_fingerprint, model, str(folder.path))
         stored = folder.prefix(name)
         paths = [folder.segment_path(h) for h in stored.segments]
         token_ids, keys, values = _read_chain(paths, model, tokenizer)
-        entry = folder.index["prefixes"][name]
-    lead = int(entry.get("lead_tokens", 0))
+        entry = folder.index.prefixes[name]
+    lead = entry.lead_tokens
     return StoredPiece(
         token_ids=list(token_ids[lead:]),
         keys=[k[:, lead:] for k in keys],

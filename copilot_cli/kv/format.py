@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -318,3 +320,94 @@ def _check_index(index: dict[str, Any]) -> None:
         hashes = block_hashes(ids, index["block_size"], index["model_fingerprint"])
         if entry["block_hashes"] != hashes:
             raise ValueError(f"{name}: block hashes do not match its token ids")
+
+
+@dataclass(frozen=True)
+class SegmentEntry:
+    """One segment as the index records it (its file is read only when needed)."""
+
+    hash: str
+    start: int
+    length: int
+    parent: str
+    file: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class PrefixEntry:
+    """One stored prefix (or chunk): its tokens and the chain of segments holding them."""
+
+    name: str
+    token_ids: tuple[int, ...]
+    segments: tuple[str, ...]
+    block_hashes: tuple[str, ...]
+    origin: str
+    kind: str = "prefix"  # "chunk": chunk KV, its own tokens after `lead_tokens`
+    lead_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class KVIndex:
+    """A KV folder's index.json, checked and typed: what every reader of a KV folder (the
+    loader, the stores, the vLLM connector, serve, warm-plan) reads, never the raw JSON."""
+
+    model_fingerprint: str
+    tokenizer_fingerprint: str
+    dtype: str
+    block_size: int
+    geometry: ModelGeometry
+    prefixes: Mapping[str, PrefixEntry]
+    segments: Mapping[str, SegmentEntry]
+
+    @classmethod
+    def from_dict(cls, index: dict[str, Any]) -> KVIndex:
+        g = index["geometry"]
+        segments = {
+            h: SegmentEntry(h, s["start"], s["length"], s["parent"], s["file"], s["bytes"])
+            for h, s in index["segments"].items()
+        }
+        prefixes = {
+            name: PrefixEntry(
+                name=name,
+                token_ids=tuple(e["token_ids"]),
+                segments=tuple(e["segments"]),
+                block_hashes=tuple(e["block_hashes"]),
+                origin=str(e.get("origin", "")),
+                kind=str(e.get("kind", "prefix")),
+                lead_tokens=int(e.get("lead_tokens", 0)),
+            )
+            for name, e in index["prefixes"].items()
+        }
+        geometry = ModelGeometry(
+            num_layers=int(g["num_layers"]),
+            kv_heads=list(g["kv_heads"]),
+            head_dims=list(g["head_dims"]),
+            rope=dict(g["rope"]),
+            context_length=int(g["context_length"]),
+            sliding_window=g["sliding_window"],
+        )
+        return cls(
+            model_fingerprint=index["model_fingerprint"],
+            tokenizer_fingerprint=str(index.get("tokenizer_fingerprint", "")),
+            dtype=str(index["dtype"]),
+            block_size=index["block_size"],
+            geometry=geometry,
+            prefixes=MappingProxyType(prefixes),
+            segments=MappingProxyType(segments),
+        )
+
+    def chain(self, name: str) -> list[SegmentEntry]:
+        """The segments of prefix `name`, from position 0."""
+        return [self.segments[h] for h in self.prefixes[name].segments]
+
+
+def load_index(kv_dir: Path) -> KVIndex:
+    """`read_index`, typed (ArtifactError naming index.json when a field is malformed)."""
+    index = read_index(kv_dir)
+    try:
+        return KVIndex.from_dict(index)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ArtifactError(
+            f"malformed index ({type(exc).__name__}: {exc})", where=str(kv_dir / INDEX)
+        ) from None

@@ -16,9 +16,10 @@ from copilot_cli.core.fingerprints import model_fingerprint, tokenizer_fingerpri
 from copilot_cli.core.safetensors_io import DIGEST_KEY
 from copilot_cli.kv.format import (
     SEGMENTS_DIR,
+    KVIndex,
     ModelGeometry,
     block_hashes,
-    read_index,
+    load_index,
     read_segment,
 )
 from copilot_cli.kv.geometry import model_geometry
@@ -34,22 +35,22 @@ class StoredPrefix:
 
 
 class KVCacheDir:
-    """An opened KV folder (index read and checked); segments are read on demand."""
+    """An opened KV folder (index read, checked and typed); segments are read on demand."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.index = read_index(self.path)
+        self.index: KVIndex = load_index(self.path)
 
     @property
     def model_fingerprint(self) -> str:
-        return self.index["model_fingerprint"]
+        return self.index.model_fingerprint
 
     def names(self) -> list[str]:
-        return sorted(self.index["prefixes"])
+        return sorted(self.index.prefixes)
 
     def prefix(self, name_or_token_ids: str | list[int]) -> StoredPrefix:
         """A stored prefix by name, or the longest stored prefix that `token_ids` starts with."""
-        prefixes = self.index["prefixes"]
+        prefixes = self.index.prefixes
         if isinstance(name_or_token_ids, str):
             if name_or_token_ids not in prefixes:
                 raise InputError(
@@ -58,20 +59,20 @@ class KVCacheDir:
                     where=str(self.path),
                 )
             entry = prefixes[name_or_token_ids]
-            return StoredPrefix(name_or_token_ids, entry["token_ids"], entry["segments"])
-        ids = list(name_or_token_ids)
+            return StoredPrefix(entry.name, list(entry.token_ids), list(entry.segments))
+        ids = tuple(name_or_token_ids)
         best = None
-        for name, entry in prefixes.items():
-            stored = entry["token_ids"]
+        for entry in prefixes.values():
+            stored = entry.token_ids
             if (
                 len(stored) <= len(ids)
                 and ids[: len(stored)] == stored
                 and (best is None or len(stored) > len(best.token_ids))
             ):
-                best = StoredPrefix(name, stored, entry["segments"])
+                best = entry
         if best is None:
             raise InputError("no stored prefix matches the given token ids", where=str(self.path))
-        return best
+        return StoredPrefix(best.name, list(best.token_ids), list(best.segments))
 
     def segment_path(self, seg_hash: str) -> Path:
         return self.path / SEGMENTS_DIR / f"{seg_hash}.safetensors"
@@ -251,11 +252,12 @@ class PrefixStore:
         plan: Any = None,
         request_log: Any = None,
     ) -> None:
-        """`plan` (a warm plan, or its path; `copilot-opt warm-plan`): its L0 prefixes are
-        loaded now and never evicted, its L1 prefixes by a background thread in priority
-        order (requests never wait for it), and `get` consults its Bloom filter before
-        reading any other prefix from disk. `request_log` (a path or a warm.RequestLog):
-        every `get` is appended to it, the input of `warm-plan`."""
+        """`plan` (a `warm.Plan`: `read_plan(path)`, what `copilot-opt warm-plan` wrote): its
+        L0 prefixes are loaded now and never evicted, its L1 prefixes by a background thread
+        in priority order (requests never wait for it), and `get` consults its Bloom filter
+        before reading any other prefix from disk. `request_log` (a `warm.RequestLog`): every
+        `get` is appended to it, the input of `warm-plan`. Objects, not paths: kv does not
+        read warm's files (warm reads kv's)."""
         from copilot_cli.kv.store import SegmentStore
 
         self.kv = KVCacheDir(kv_dir)
@@ -278,13 +280,9 @@ class PrefixStore:
         self._planned: set[str] = set()  # L0 and L1: loaded on a miss without asking the filter
         self._warming: threading.Thread | None = None
         self._stop = threading.Event()
+        self.request_log = request_log
         if plan is not None:
             self._use_plan(plan)
-        self.request_log = request_log
-        if isinstance(request_log, (str, Path)):
-            from copilot_cli.warm import RequestLog
-
-            self.request_log = RequestLog(request_log)
 
     @property
     def max_bytes(self) -> int:
@@ -313,18 +311,14 @@ class PrefixStore:
 
     def _chain(self, name: str) -> list[tuple[str, str, int]]:
         """(segment, its parent, its start) of prefix `name`, from the index."""
-        segments = self.kv.index["segments"]
-        return [
-            (h, segments[h]["parent"], segments[h]["start"]) for h in self.kv.prefix(name).segments
-        ]
+        return [(s.hash, s.parent, s.start) for s in self.kv.index.chain(name)]
 
     def _use_plan(self, plan: Any) -> None:
-        from copilot_cli.warm import read_plan
-
-        plan = read_plan(plan) if isinstance(plan, (str, Path)) else plan
+        if isinstance(plan, (str, Path)) or isinstance(self.request_log, (str, Path)):
+            raise TypeError("pass warm.read_plan(path) / warm.RequestLog(path), not a path")
         plan.check_fits(self.kv.index, str(self.kv.path))
         self.plan = plan
-        stored = self.kv.index["prefixes"]
+        stored = self.kv.index.prefixes
         for item in plan.in_tier("L0"):
             if item.id in stored:
                 self._verify(item.id)
@@ -344,7 +338,7 @@ class PrefixStore:
                     return
                 if self.segments.holds(seg_hash):
                     continue
-                size = self.kv.index["segments"][seg_hash]["bytes"]
+                size = self.kv.index.segments[seg_hash].bytes
                 if self.segments.bytes_held + size > self.segments.max_bytes:
                     return
                 self.segments.get(seg_hash, parent=parent, start=start, cold=True)

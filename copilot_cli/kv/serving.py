@@ -75,8 +75,7 @@ def assemble_request(
     add_special = bundle.entry(template)["format"] == "text"
     prefix_ids = prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)
     folder = kv.kv if isinstance(kv, PrefixStore) else KVCacheDir(kv)
-    names = folder.index["prefixes"]
-    stored = {n for n, e in names.items() if e.get("kind") == "chunk"}
+    stored = {n for n, e in folder.index.prefixes.items() if e.kind == "chunk"}
     pieces, rest_ids = context_pieces(tokenizer, rendered.rest, inputs["context"], stored)
     taken: list[str] = []
 

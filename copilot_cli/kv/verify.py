@@ -53,7 +53,7 @@ def verify_prefixes(
     model = loaded.model
     device = next(model.parameters()).device
     probe = continuation_ids(loaded.tokenizer, probe_text)
-    tolerance = TOLERANCE[kv.index["dtype"]]
+    tolerance = TOLERANCE[kv.index.dtype]
     names = list(names or kv.names())
     reference = _Recompute(model, device)
     reports = {}
@@ -65,7 +65,7 @@ def verify_prefixes(
         diff = (full.float() - cached.float()).abs().max().item()
         agree = (full.argmax(-1) == cached.argmax(-1)).float().mean().item()
         floor = None
-        if diff > tolerance and kv.index["dtype"] != "float32":
+        if diff > tolerance and kv.index.dtype != "float32":
             floor = _noise_floor(model, ids, probe, full)
         reports[name] = VerifyReport(
             name=name,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
-from copilot_cli.kv import KVCacheDir, ModelGeometry
+from copilot_cli.kv import KVCacheDir
 
 
 @dataclass(frozen=True)
@@ -48,39 +48,27 @@ def check_servable(kv: KVCacheDir, engine: EngineModel) -> None:
     if kv.model_fingerprint != found:
         raise FingerprintMismatch("model", expected=found, found=kv.model_fingerprint, where=where)
     tok = tokenizer_fingerprint(engine.tokenizer)
-    if kv.index["tokenizer_fingerprint"] != tok:
+    index = kv.index
+    if index.tokenizer_fingerprint != tok:
         raise FingerprintMismatch(
-            "tokenizer", expected=tok, found=kv.index["tokenizer_fingerprint"], where=where
+            "tokenizer", expected=tok, found=index.tokenizer_fingerprint, where=where
         )
-    if kv.index["dtype"] != engine.dtype:
+    if index.dtype != engine.dtype:
         raise ArtifactError(
-            f"KV was computed in {kv.index['dtype']}, the engine runs {engine.dtype}: start it "
-            f"with --dtype {kv.index['dtype']}, or prefill again with --dtype {engine.dtype} "
+            f"KV was computed in {index.dtype}, the engine runs {engine.dtype}: start it "
+            f"with --dtype {index.dtype}, or prefill again with --dtype {engine.dtype} "
             "(KV of another precision is never converted: it would not equal a recompute)",
             where=where,
         )
-    geometry = kv.index["geometry"]
+    geometry = index.geometry
     if (
-        geometry["num_layers"] != engine.num_layers
-        or set(geometry["kv_heads"]) != {engine.kv_heads}
-        or set(geometry["head_dims"]) != {engine.head_dim}
+        geometry.num_layers != engine.num_layers
+        or set(geometry.kv_heads) != {engine.kv_heads}
+        or set(geometry.head_dims) != {engine.head_dim}
     ):
         raise ArtifactError(
-            f"KV geometry (layers {geometry['num_layers']}, kv heads {geometry['kv_heads'][0]}, "
-            f"head_dim {geometry['head_dims'][0]}) differs from the engine's ({engine.num_layers}"
+            f"KV geometry (layers {geometry.num_layers}, kv heads {geometry.kv_heads[0]}, "
+            f"head_dim {geometry.head_dims[0]}) differs from the engine's ({engine.num_layers}"
             f", {engine.kv_heads}, {engine.head_dim})",
             where=where,
         )
-
-
-def engine_geometry(kv: KVCacheDir) -> ModelGeometry:
-    """The geometry every segment of `kv` must have (checked on each read)."""
-    g = kv.index["geometry"]
-    return ModelGeometry(
-        num_layers=g["num_layers"],
-        kv_heads=g["kv_heads"],
-        head_dims=g["head_dims"],
-        rope=g["rope"],
-        context_length=g["context_length"],
-        sliding_window=g["sliding_window"],
-    )

@@ -93,13 +93,13 @@ def check(options: ServeOptions) -> tuple[str, str]:
     engine = EngineModel(
         model_dir=folder,
         tokenizer=load_tokenizer(str(folder)),
-        dtype=kv.index["dtype"],
+        dtype=kv.index.dtype,
         num_layers=config.num_hidden_layers,
         kv_heads=getattr(config, "num_key_value_heads", None) or heads,
         head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
     )
     check_servable(kv, engine)
-    return str(folder), kv.index["dtype"]
+    return str(folder), kv.index.dtype
 
 
 def command(options: ServeOptions, model_dir: str, dtype: str) -> list[str]:

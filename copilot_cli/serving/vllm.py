@@ -41,8 +41,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 from copilot_cli.core.errors import CopilotError
-from copilot_cli.kv import DEFAULT_MAX_BYTES, KVCacheDir, PrefixMatch, PrefixTree, SegmentStore
-from copilot_cli.serving.compat import EngineModel, check_servable, engine_geometry, local_folder
+from copilot_cli.kv import DEFAULT_MAX_BYTES, KVCacheDir, PrefixMatch, RadixTree, SegmentStore
+from copilot_cli.serving.compat import EngineModel, check_servable, local_folder
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -91,12 +91,12 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         self.store = SegmentStore(
             self.kv.path,
             model_fingerprint=self.kv.model_fingerprint,
-            tokenizer_fingerprint=self.kv.index["tokenizer_fingerprint"],
-            geometry=engine_geometry(self.kv),
+            tokenizer_fingerprint=self.kv.index.tokenizer_fingerprint,
+            geometry=self.kv.index.geometry,
             max_bytes=int(extra.get("max_bytes", DEFAULT_MAX_BYTES)),
         )
-        self.tree = PrefixTree(self.kv.index)
-        self._chain = {h: s.get("parent", "") for h, s in self.kv.index["segments"].items()}
+        self.tree = RadixTree.from_index(self.kv.index)
+        self._chain = {h: s.parent for h, s in self.kv.index.segments.items()}
         self._planned: dict[str, tuple[int, int, PrefixMatch]] = {}
         self._to_load: dict[str, tuple[int, int, PrefixMatch]] = {}
         self._bad: set[str] = set()
@@ -114,9 +114,7 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
 
             self.request_log = RequestLog(extra["request_log"])
         # a prefix's whole segment chain -> its name (what a request log names)
-        self._names = {
-            tuple(entry["segments"]): name for name, entry in self.kv.index["prefixes"].items()
-        }
+        self._names = {entry.segments: name for name, entry in self.kv.index.prefixes.items()}
         self._allowed = self._allowed_segments()
         if role == KVConnectorRole.WORKER and self.plan is not None:
             self._load_prefixes(self.plan.in_tier("L0"))  # L0: resident before any request
@@ -250,16 +248,17 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
             return None
         planned = {i.id for tier in ("L0", "L1") for i in self.plan.in_tier(tier)}
         allowed: set[str] = set()
-        for name, entry in self.kv.index["prefixes"].items():
+        for name, entry in self.kv.index.prefixes.items():
             if name in planned or self.plan.may_be_stored("prefix", name):
-                allowed.update(entry["segments"])
+                allowed.update(entry.segments)
         return allowed
 
     def _load_prefixes(self, items: list[Any]) -> None:
         """Read and verify the segments of these plan items into host memory, in order."""
-        prefixes = self.kv.index["prefixes"]
+        prefixes = self.kv.index.prefixes
         for item in items:
-            for seg_hash in prefixes.get(item.id, {}).get("segments", []):
+            entry = prefixes.get(item.id)
+            for seg_hash in entry.segments if entry is not None else ():
                 if self.store.bytes_held >= self.store.max_bytes:
                     return
                 try:

@@ -64,13 +64,14 @@ class Plan:
     unknown_items: int = 0
     held_bytes: int | None = None  # L0 + L1 as a store holds them (shared segments once)
 
-    def check_fits(self, index: dict[str, Any], where: str) -> None:
-        """Refuse (ArtifactError) a plan made for another KV folder's model or tokenizer; the
-        one check every consumer of a plan makes (PrefixStore, the vLLM connector)."""
+    def check_fits(self, index: Any, where: str) -> None:
+        """Refuse (ArtifactError) a plan made for another KV folder's model or tokenizer
+        (`index`: the folder's KVIndex); the one check every consumer of a plan makes
+        (PrefixStore, the vLLM connector)."""
         if not self.kv:
             return
         for key in ("model_fingerprint", "tokenizer_fingerprint"):
-            if self.kv.get(key) != index.get(key):
+            if self.kv.get(key) != getattr(index, key):
                 what = key.removesuffix("_fingerprint")
                 raise ArtifactError(
                     f"the warm plan was made for another KV folder's {what}", where=where
@@ -123,11 +124,10 @@ def _sizes(options: WarmPlanOptions) -> tuple[Sizes, dict[str, str] | None]:
         from copilot_cli.kv import KVCacheDir
 
         folder = KVCacheDir(options.kv)
-        segments = folder.index["segments"]
-        for name, entry in folder.index["prefixes"].items():
-            parts = [(f"segment:{s}", segments[s]["bytes"]) for s in entry["segments"]]
+        for name in folder.index.prefixes:
+            parts = [(f"segment:{s.hash}", s.bytes) for s in folder.index.chain(name)]
             sizes.add(("prefix", name), parts)
-        kv = {k: folder.index[k] for k in ("model_fingerprint", "tokenizer_fingerprint")}
+        kv = {k: getattr(folder.index, k) for k in ("model_fingerprint", "tokenizer_fingerprint")}
     if options.chunks is not None:
         from copilot_cli.chunking import read_chunks
 

@@ -342,7 +342,7 @@ def test_refcounts_never_leak_and_what_is_in_use_is_never_evicted(shared_kv, shi
     from copilot_cli.kv import PrefixStore
 
     store = PrefixStore(shared_kv, shipped.model)
-    names = sorted(store.kv.index["prefixes"])
+    names = sorted(store.kv.index.prefixes)
     open_requests: list[str] = []
     for action, pick in steps:
         name = names[pick]

@@ -15,11 +15,11 @@ from copilot_cli.kv import (
     KVCacheDir,
     PrefillOptions,
     PrefixSource,
-    PrefixTree,
+    RadixTree,
     SegmentStore,
     prefill_sources,
 )
-from copilot_cli.serving.compat import EngineModel, check_servable, engine_geometry
+from copilot_cli.serving.compat import EngineModel, check_servable
 
 SHARED = list(range(100, 140))
 
@@ -43,7 +43,7 @@ def folder(tmp_path_factory, shipped):
 
 def test_the_longest_stored_prefix_of_any_sequence(folder):
     kv = KVCacheDir(folder)
-    tree = PrefixTree(kv.index)
+    tree = RadixTree.from_index(kv.index)
     a = kv.prefix("a").token_ids
     whole = tree.match(a + [7, 8, 9])
     assert whole.length == len(a) and [s[0] for s in whole.segments] == kv.prefix("a").segments
@@ -59,15 +59,15 @@ def _store(kv: KVCacheDir, max_bytes: int) -> SegmentStore:
     return SegmentStore(
         kv.path,
         model_fingerprint=kv.model_fingerprint,
-        tokenizer_fingerprint=kv.index["tokenizer_fingerprint"],
-        geometry=engine_geometry(kv),
+        tokenizer_fingerprint=kv.index.tokenizer_fingerprint,
+        geometry=kv.index.geometry,
         max_bytes=max_bytes,
     )
 
 
 def test_the_segment_store_verifies_keeps_and_evicts_by_bytes(folder):
     kv = KVCacheDir(folder)
-    hashes = sorted(kv.index["segments"])
+    hashes = sorted(kv.index.segments)
     one = _store(kv, 1 << 30)
     first = one.get(hashes[0])
     assert one.get(hashes[0]) is first and (one.hits, one.misses) == (1, 1)

@@ -213,7 +213,7 @@ def test_prefix_store_follows_a_plan(shipped_artifacts, tmp_path):
     names = sorted(json.loads((kv / "index.json").read_text())["prefixes"])
     loaded = load_model(ModelSpec())
     plan = _plan_for(tmp_path, kv, names[:1], names[1:3], names[3:5])
-    store = PrefixStore(kv, loaded.model, plan=plan, request_log=tmp_path / "log.jsonl")
+    store = PrefixStore(kv, loaded.model, plan=plan, request_log=RequestLog(tmp_path / "log.jsonl"))
     assert store.resident(names[0])  # L0 resident before any request
     assert store.wait_warm(60) and store.resident(names[1]) and store.resident(names[2])
     store.max_bytes = 1  # pressure: everything evictable goes, L0 stays
