@@ -185,3 +185,50 @@ def test_the_public_api_is_small_and_documented():
         if inspect.isfunction(value):
             hints = typing.get_type_hints(value)
             assert "return" in hints, f"{name} has no return type"
+
+
+def _module_graph() -> tuple[dict[str, set[str]], list[str]]:
+    """Module -> the copilot_cli modules it imports (deferred imports too; a package's
+    `__init__` re-exports and is left out), and every `from M import _private` of another
+    module's private name."""
+    names = {}
+    for path in _modules():
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    packages = {m for m, p in names.items() if p.name == "__init__.py"}
+    graph, private = {}, []
+    for module, path in names.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("copilot_cli"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.add(full if full in names else node.module)
+                    private_name = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if private_name and full not in names:
+                        private.append(f"{module} imports {node.module}.{alias.name}")
+        graph[module] = {m for m in found if m in names and m != module and m not in packages}
+    return graph, private
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert _module_graph()[1] == []
+
+
+def test_no_import_cycles_between_modules():
+    graph, _ = _module_graph()
+    cycles, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for other in sorted(graph.get(module, ())):
+            if state.get(other) == "open":
+                cycles.append(" -> ".join([*path[path.index(other) :], other]))
+            elif other not in state:
+                visit(other, [*path, other])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []

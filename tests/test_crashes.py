@@ -148,7 +148,7 @@ def test_quantize_failing_after_the_table_was_written_changes_nothing(tmp_path, 
 
 
 def test_a_swap_killed_halfway_is_undone_by_the_next_run(tmp_path):
-    from copilot_cli.core.artifacts import replaced_folder
+    from copilot_cli.core.outputs import replaced_folder
 
     target = tmp_path / "q"
     target.mkdir()

@@ -16,8 +16,7 @@ from typing import Any
 import orjson
 
 from copilot_cli import __version__
-from copilot_cli.chunking.dedup import RepeatedSpan, dedupe, line_hashes, rolling_repeats
-from copilot_cli.chunking.files import FileReport, chunk_file
+from copilot_cli.chunking.dedup import RepeatedSpan, dedupe, rolling_repeats
 from copilot_cli.chunking.format import (
     FORMAT,
     FORMAT_VERSION,
@@ -26,9 +25,9 @@ from copilot_cli.chunking.format import (
     chunks_digest,
 )
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
-from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.registry import build_registry
 from copilot_cli.chunking.walk import WalkResult, read_regular, walk
+from copilot_cli.chunking.work import cache_bytes, cache_entry, chunk_one, init_worker
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
@@ -46,44 +45,10 @@ from copilot_cli.core.outputs import claim_file
 CHUNKER_VERSION = "5"  # bump when chunk boundaries change, to invalidate caches
 
 
-_worker: dict[str, Any] = {}
-
-
-def _init_worker(tokenizer: Any) -> None:
-    _worker["counter"] = TokenCounter(tokenizer)
-
-
-def _chunk_one(job: tuple[str, str, int]) -> dict[str, Any]:
-    real, rel, budget = job
-    try:
-        data = read_regular(real)
-    except OSError as exc:
-        return {"path": rel, "error": exc.strerror or str(exc)}
-    return {"path": rel, "result": chunk_bytes(data, rel, budget)}
-
-
-def chunk_bytes(data: bytes, rel: str, budget: int) -> dict[str, Any]:
-    """One file's chunks and line hashes, as cached and merged (the worker's counter)."""
-    result = _report_to_json(chunk_file(data, rel, _worker["counter"], budget))
-    result["lines"] = line_hashes(data)
-    return result
-
-
 def _cache_key(data: bytes, rel: str, options_key: str) -> str:
     digest = hashlib.sha256(data)
     digest.update(f"|{rel}|{options_key}".encode())
     return digest.hexdigest()
-
-
-def _report_to_json(report: FileReport) -> dict[str, Any]:
-    return {
-        "path": report.path,
-        "language": report.language,
-        "mode": report.mode,
-        "parse_error": report.parse_error,
-        "non_utf8": report.non_utf8,
-        "chunks": [c.to_dict() for c in report.chunks],
-    }
 
 
 @contextlib.contextmanager
@@ -281,7 +246,7 @@ class _Run:
         entry = self.cache / name
         if not self.options.use_cache or not entry.is_file():
             return None
-        return _cache_entry(entry)
+        return cache_entry(entry)
 
     def repeats(self, window: int) -> list[RepeatedSpan]:
         """Line runs repeated across files; the same files (every cache key) read them back
@@ -305,11 +270,11 @@ class _Run:
             # largest files first, in small batches: the workers finish together
             order = sorted(self.pending, key=lambda job: -self.sizes[job[1]])
             with ProcessPoolExecutor(
-                jobs, initializer=_init_worker, initargs=(self.tokenizer,)
+                jobs, initializer=init_worker, initargs=(self.tokenizer,)
             ) as pool:
-                return list(pool.map(_chunk_one, order, chunksize=4))
-        _init_worker(self.tokenizer)
-        return [_chunk_one(job) for job in self.pending]
+                return list(pool.map(chunk_one, order, chunksize=4))
+        init_worker(self.tokenizer)
+        return [chunk_one(job) for job in self.pending]
 
     def chunks(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Every chunk in path order (with its id), and each file's mode."""
@@ -322,29 +287,6 @@ class _Run:
                 chunk["id"] = chunk["sha256"][:16]
                 chunks.append(chunk)
         return chunks, modes
-
-
-def cache_bytes(result: dict[str, Any]) -> bytes:
-    """A cache entry: a line with the sha256 of the body, then the result as compact JSON
-    (sealed without re-serializing: checking an entry is one hash and one parse)."""
-    body = orjson.dumps(result)
-    return hashlib.sha256(body).hexdigest().encode() + b"\n" + body
-
-
-def _cache_entry(path: Path) -> dict[str, Any] | None:
-    """A cached file result, or None when the entry is missing, damaged or edited."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    digest, _, body = data.partition(b"\n")
-    if hashlib.sha256(body).hexdigest().encode() != digest:
-        return None
-    try:
-        entry = orjson.loads(body)
-    except (orjson.JSONDecodeError, RecursionError):
-        return None
-    return entry if isinstance(entry, dict) else None
 
 
 def _write(

@@ -45,25 +45,25 @@ def _batches(
 
 def _chunk_batch(tokenizer: Any, files: list[tuple[str, bytes, int, str]]) -> list[dict[str, Any]]:
     """On a worker: chunk each (path, bytes, budget, cache key); its machine's cache first."""
-    from copilot_cli.chunking.chunker import (
-        _cache_entry,
-        _init_worker,
-        _worker,
+    from copilot_cli.chunking.work import (
+        WORKER,
         cache_bytes,
+        cache_entry,
         chunk_bytes,
+        init_worker,
     )
     from copilot_cli.core.artifacts import write_bytes
     from copilot_cli.core.fingerprints import cache_dir
 
     cluster.maybe_die_once()
-    if _worker.get("tokenizer") is not tokenizer:
-        _init_worker(tokenizer)
-        _worker["tokenizer"] = tokenizer
+    if WORKER.get("tokenizer") is not tokenizer:
+        init_worker(tokenizer)
+        WORKER["tokenizer"] = tokenizer
     cache = cache_dir() / "chunks"
     out = []
     for rel, data, budget, key in files:
         entry = cache / f"{key}.json" if key else None
-        result = _cache_entry(entry) if entry is not None and entry.is_file() else None
+        result = cache_entry(entry) if entry is not None and entry.is_file() else None
         if result is None:
             result = chunk_bytes(data, rel, budget)
             if entry is not None:

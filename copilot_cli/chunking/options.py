@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.core.cluster import check_target
+from copilot_cli.core.cluster import require_target
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.core.outputs import check_output_shape
-from copilot_cli.paths import REPO_ROOT
+from copilot_cli.paths import SAMPLE_REPO
 
 MAX_TOKENS = 1 << 20  # and never more than the model's context (checked at run time)
 
@@ -47,7 +47,7 @@ class ChunkOptions:
             address (docs/scale.md); the output is byte-identical either way.
     """
 
-    repos: tuple[Path, ...] = setting((REPO_ROOT / "sample_data" / "repo",), yaml=False)
+    repos: tuple[Path, ...] = setting((SAMPLE_REPO,), yaml=False)
     out: Path = setting(Path("build/chunks.jsonl"), yaml=False)
     max_tokens: int = 384
     reserve: int = 128
@@ -74,8 +74,7 @@ class ChunkOptions:
         names = [repo.name for repo in self.repos]
         twice = sorted({n for n in names if names.count(n) > 1})
         require(not twice, "repos", f"two repositories are named {', '.join(twice)}")
-        if self.ray is not None:
-            require(check_target(self.ray) is None, "ray", str(check_target(self.ray)))
+        require_target(self.ray)
         require_count(self.max_tokens, "max_tokens", low=1, high=MAX_TOKENS)
         require_count(self.reserve, "reserve", high=MAX_TOKENS)
         if self.jobs is not None:

@@ -116,7 +116,7 @@ class ContextIndex:
             object.__setattr__(self, "_signatures", {})
         memo = self._signatures  # type: ignore[attr-defined]
         if i not in memo:
-            from copilot_cli.context.overview import signature_line
+            from copilot_cli.context.signatures import signature_line
 
             found = (signature_line(self.texts[i], n) for n in self.names_of(i)[:limit])
             memo[i] = [line for line in found if line is not None]

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -83,65 +82,16 @@ def atomic_write(path: Path | str, mode: str = "wb") -> Iterator[IO[Any]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     with contextlib.suppress(OSError):  # not every filesystem lets a directory be fsynced
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-@contextlib.contextmanager
-def replaced_folder(target: Path, *, fmt: str) -> Iterator[Path]:
-    """Build a multi-file artifact in a staging folder, then swap it in as one unit.
-
-    Yields the staging folder (already marked as copilot-opt's artifact `fmt`). On success the
-    previous folder is moved aside, the new one renamed in, the previous one removed; on
-    failure the staging folder is removed and `target` is as it was. A kill between the two
-    renames leaves the previous folder under `.NAME.previous`, which the next run puts back
-    before anything else. The caller has claimed `target` first (`outputs.claim_folder` with
-    `owned`): a folder holding anything the artifact does not own is never replaced.
-    """
-    from copilot_cli.core.outputs import mark
-
-    target = Path(os.path.abspath(target))
-    parent = target.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    previous = parent / f".{target.name}.previous"
-    if previous.is_dir() and not target.exists():
-        os.replace(previous, target)  # a swap that was killed halfway: undo it
-    for stale in parent.glob(f".{target.name}.staging-*"):
-        pid = stale.name.rsplit("-", 1)[1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-    staging = parent / f".{target.name}.staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        mark(staging, fmt)
-        yield staging
-        if target.exists():
-            shutil.rmtree(previous, ignore_errors=True)
-            os.replace(target, previous)
-        os.replace(staging, target)
-        shutil.rmtree(previous, ignore_errors=True)
-        _fsync_dir(parent)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_bytes(path: Path | str, data: bytes) -> None:

@@ -183,7 +183,7 @@ def _flush_all() -> None:
 
 
 _default_cache = FileFactCache()
-_tensor_cache = FileFactCache("tensor-digests.json")
+tensor_cache = FileFactCache("tensor-digests.json")
 
 
 # -- model ---------------------------------------------------------------------------------
@@ -256,12 +256,10 @@ def _torch_file_digests(path: str) -> list[list[Any]]:
     """The same facts for a pickled state dict (.bin/.pt), read with torch (weights only)."""
     import torch
 
-    from copilot_cli.core.safetensors_io import _DTYPE_NAMES, tensor_bytes
+    from copilot_cli.core.safetensors_io import DTYPE_NAMES, tensor_bytes
 
     state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return [
-        _tensor_digest(name, t, _DTYPE_NAMES, tensor_bytes) for name, t in sorted(state.items())
-    ]
+    return [_tensor_digest(name, t, DTYPE_NAMES, tensor_bytes) for name, t in sorted(state.items())]
 
 
 def _tensor_digest(name: str, tensor: Any, names: dict, to_bytes: Callable) -> list[Any]:
@@ -275,7 +273,7 @@ def _tensor_digest(name: str, tensor: Any, names: dict, to_bytes: Callable) -> l
 
 def tensor_digests(folder: Path, cache: FileFactCache | None = None) -> list[list[Any]]:
     """Every tensor of a model folder, sorted by name, whatever the sharding."""
-    cache = cache or _tensor_cache
+    cache = cache or tensor_cache
     tensors: dict[str, list[Any]] = {}
     for path in weight_files(folder):
         compute = (
@@ -307,7 +305,7 @@ def model_fingerprint_from_weights(model: Any, *, saved_only: bool = False) -> s
     agree whenever its state dict holds each tensor once. With `saved_only`, the tied copies
     `save_pretrained` leaves out (a tied output layer) are left out here too, so a model and the
     folder it is saved to always agree."""
-    from copilot_cli.core.safetensors_io import _DTYPE_NAMES, tensor_bytes
+    from copilot_cli.core.safetensors_io import DTYPE_NAMES, tensor_bytes
 
     config = getattr(model, "config", None)
     state = model.state_dict()
@@ -315,7 +313,7 @@ def model_fingerprint_from_weights(model: Any, *, saved_only: bool = False) -> s
         for name in _tied_names(model, state):
             state.pop(name, None)
     tensors = [
-        _tensor_digest(name, tensor.detach(), _DTYPE_NAMES, tensor_bytes)
+        _tensor_digest(name, tensor.detach(), DTYPE_NAMES, tensor_bytes)
         for name, tensor in sorted(state.items())
     ]
     return _model_digest(architecture_config(config) if config is not None else {}, tensors)

@@ -155,13 +155,13 @@ def _metadata(path: Path, key: str) -> str | None:
 
 def gguf_fingerprint(path: Path, model: Any) -> str:
     """The model fingerprint of a GGUF file's dequantized model (see the module docstring)."""
-    from copilot_cli.core.fingerprints import _tensor_cache, model_fingerprint_from_weights
+    from copilot_cli.core.fingerprints import model_fingerprint_from_weights, tensor_cache
 
     def compute(_: str) -> str:
         return model_fingerprint_from_weights(model, saved_only=True)
 
-    value = _tensor_cache.get(path, compute, key=FINGERPRINT_KEY)
-    _tensor_cache.flush()
+    value = tensor_cache.get(path, compute, key=FINGERPRINT_KEY)
+    tensor_cache.flush()
     return value
 
 

@@ -13,13 +13,16 @@ work, with nothing touched.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from copilot_cli.core.artifacts import fsync_dir, sha256_file, write_bytes
 from copilot_cli.core.options import OptionError
 
 MARKER = ".copilot-opt-output"
@@ -128,14 +131,10 @@ def claim_file(
 def remember_written(path: Path) -> None:
     """Record what copilot-opt just wrote to `path`, for an output with no header of its own
     (pruned text): a later run may replace exactly those bytes, and nothing else."""
-    from copilot_cli.core.artifacts import sha256_file, write_bytes
-
     write_bytes(_record_of(path), sha256_file(path).encode("ascii"))
 
 
 def _remembered(path: Path) -> bool:
-    from copilot_cli.core.artifacts import sha256_file
-
     record = _record_of(path)
     try:
         return record.stat().st_size == 64 and record.read_bytes().decode() == sha256_file(path)
@@ -228,8 +227,6 @@ def _marker_format(path: Path) -> str | None:
 def mark(path: Path, fmt: str) -> None:
     """Create folder `path` if needed and mark it as copilot-opt's artifact `fmt` (once): a
     later run recognises it even if this one is killed before its manifest is written."""
-    from copilot_cli.core.artifacts import write_bytes
-
     path.mkdir(parents=True, exist_ok=True)
     if _marker_format(path) == fmt:
         return
@@ -239,3 +236,50 @@ def mark(path: Path, fmt: str) -> None:
 def _foreign_text(names: list[str]) -> str:
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     return f"holds files copilot-opt did not write ({shown})"
+
+
+@contextlib.contextmanager
+def replaced_folder(target: Path, *, fmt: str) -> Iterator[Path]:
+    """Build a multi-file artifact in a staging folder, then swap it in as one unit.
+
+    Yields the staging folder (already marked as copilot-opt's artifact `fmt`). On success the
+    previous folder is moved aside, the new one renamed in, the previous one removed; on
+    failure the staging folder is removed and `target` is as it was. A kill between the two
+    renames leaves the previous folder under `.NAME.previous`, which the next run puts back
+    before anything else. The caller has claimed `target` first (`outputs.claim_folder` with
+    `owned`): a folder holding anything the artifact does not own is never replaced.
+    """
+    target = Path(os.path.abspath(target))
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    previous = parent / f".{target.name}.previous"
+    if previous.is_dir() and not target.exists():
+        os.replace(previous, target)  # a swap that was killed halfway: undo it
+    for stale in parent.glob(f".{target.name}.staging-*"):
+        pid = stale.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    staging = parent / f".{target.name}.staging-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        mark(staging, fmt)
+        yield staging
+        if target.exists():
+            shutil.rmtree(previous, ignore_errors=True)
+            os.replace(target, previous)
+        os.replace(staging, target)
+        shutil.rmtree(previous, ignore_errors=True)
+        fsync_dir(parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -19,7 +19,7 @@ import torch
 from copilot_cli.core import verified
 from copilot_cli.core.errors import ArtifactError
 
-_DTYPE_NAMES = {
+DTYPE_NAMES = {
     torch.float64: "F64",
     torch.float32: "F32",
     torch.float16: "F16",
@@ -31,7 +31,7 @@ _DTYPE_NAMES = {
     torch.uint8: "U8",
     torch.bool: "BOOL",
 }
-_TORCH_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
+_TORCH_DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 _ALIGN = 8  # header padded so tensor data starts 8-byte aligned (mmap-friendly)
 
 
@@ -54,11 +54,11 @@ def build_header(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str
     offset = 0
     for name in sorted(tensors):
         tensor = tensors[name]
-        if tensor.dtype not in _DTYPE_NAMES:
+        if tensor.dtype not in DTYPE_NAMES:
             raise TypeError(f"tensor {name!r}: dtype {tensor.dtype} is not supported")
         size = tensor.numel() * tensor.element_size()
         header[name] = {
-            "dtype": _DTYPE_NAMES[tensor.dtype],
+            "dtype": DTYPE_NAMES[tensor.dtype],
             "shape": list(tensor.shape),
             "data_offsets": [offset, offset + size],
         }

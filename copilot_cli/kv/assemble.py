@@ -292,17 +292,17 @@ def load_piece(kv: Any, model: Any, name: str, *, tokenizer: Any | None = None) 
     """A stored prefix or chunk of `kv` (a KV folder path, KVCacheDir or PrefixStore) as a
     piece: every check of `load_prefix` made; a chunk's lead is left out (its own tokens start
     at `lead_tokens`)."""
-    from copilot_cli.kv.loader import KVCacheDir, PrefixStore, _check_model, _read_chain
+    from copilot_cli.kv.loader import KVCacheDir, PrefixStore, check_model, read_chain
 
     if isinstance(kv, PrefixStore):
         token_ids, keys, values = kv.tensors(name)
         entry = kv.kv.index.prefixes[name]
     else:
         folder = kv if isinstance(kv, KVCacheDir) else KVCacheDir(kv)
-        _check_model(folder.model_fingerprint, model, str(folder.path))
+        check_model(folder.model_fingerprint, model, str(folder.path))
         stored = folder.prefix(name)
         paths = [folder.segment_path(h) for h in stored.segments]
-        token_ids, keys, values = _read_chain(paths, model, tokenizer)
+        token_ids, keys, values = read_chain(paths, model, tokenizer)
         entry = folder.index.prefixes[name]
     lead = entry.lead_tokens
     return StoredPiece(

@@ -23,7 +23,7 @@ from copilot_cli.core.artifacts import (
 )
 from copilot_cli.core.errors import ArtifactError, CheckFailed, FingerprintMismatch, InputError
 from copilot_cli.core.locks import output_lock
-from copilot_cli.core.models import LoadedModel, load_model
+from copilot_cli.core.models import DTYPE_NAMES, LoadedModel, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.core.tokens import prompt_ids
@@ -38,25 +38,10 @@ from copilot_cli.kv.format import (
     write_segment,
 )
 from copilot_cli.kv.geometry import model_geometry
-from copilot_cli.kv.options import PrefillOptions
-from copilot_cli.kv.prefill import cache_length, extend, truncate
+from copilot_cli.kv.options import PrefillOptions, PrefixSource
+from copilot_cli.kv.prefill import WorkItem, compute_segments
 from copilot_cli.kv.radix import RadixTree, Segment
 from copilot_cli.kv.verify import VerifyReport, verify_prefixes
-
-DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
-
-
-@dataclass(frozen=True)
-class PrefixSource:
-    """A named prefix: text (tokenized with leading specials when `add_special`) or token ids."""
-
-    name: str
-    text: str
-    origin: str
-    add_special: bool = True
-    token_ids: tuple[int, ...] | None = None  # given ids win over tokenizing `text`
-    kind: str = "prefix"  # "chunk": chunk KV (kv/chunkkv.py), its own tokens after a lead
-    lead_tokens: int = 0
 
 
 @dataclass
@@ -229,62 +214,6 @@ class _SegmentWriter:
         if data.metadata.get("segment_hash") != seg_id or data.metadata.get("dtype") != self.dtype:
             return None
         return data
-
-
-def _append(cache: Any, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
-    device = None
-    for index, (k, v) in enumerate(zip(keys, values, strict=True)):
-        if index < len(cache.layers) and getattr(cache.layers[index], "keys", None) is not None:
-            device = cache.layers[index].keys.device
-        cache.update(k.unsqueeze(0).to(device or "cpu"), v.unsqueeze(0).to(device or "cpu"), index)
-
-
-@dataclass
-class WorkItem:
-    """One segment to produce: its position in the plan, where it starts, its tokens, and its
-    keys/values when they are known already (a reused file, or a parent shipped in)."""
-
-    key: int
-    start: int
-    token_ids: list[int]
-    known: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
-    emit: bool = True
-
-
-def compute_segments(
-    model: Any,
-    items: list[WorkItem],
-    chunk_size: int,
-    initial: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
-) -> Iterator[tuple[int, list[torch.Tensor], list[torch.Tensor]]]:
-    """(key, keys, values) of every item to emit that was not known, computed in one cache.
-
-    `items` are in depth-first order (parents first); `initial` holds the keys/values of the
-    positions before the first item (its parent chain). Going back up the tree, the cache is
-    truncated to the next item's start, so each segment continues exactly its parent's cache:
-    the same numbers whether the parent was computed here, read from a file or shipped in.
-    """
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
-    if initial is not None:
-        _append(cache, *initial)
-    for item in items:
-        # no_grad around the work only, never across a yield: a consumer that stops early (a
-        # full disk) would otherwise leave gradients off in its thread until this is collected
-        with torch.no_grad():
-            if cache_length(cache) > item.start:
-                truncate(cache, item.start)
-            if item.known is not None:
-                _append(cache, *item.known)
-                continue
-            extend(model, cache, item.token_ids, chunk_size)
-            if not item.emit:
-                continue
-            end = item.start + len(item.token_ids)
-            keys = [layer.keys[0, :, item.start : end].to("cpu") for layer in cache.layers]
-            values = [layer.values[0, :, item.start : end].to("cpu") for layer in cache.layers]
-        yield item.key, keys, values
 
 
 def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> PrefillResult:

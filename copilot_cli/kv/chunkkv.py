@@ -73,7 +73,7 @@ def snippet_sources(
 ) -> list[Any]:
     """A PrefixSource per distinct snippet of (path, text, origin) items, in order: the lead's
     ids, then the snippet's own (tokenized alone, as a request's pieces are)."""
-    from copilot_cli.kv.builder import PrefixSource
+    from copilot_cli.kv.options import PrefixSource
 
     chosen, separator = snippet_format(tokenizer, fmt)
     lead = lead_ids(tokenizer)

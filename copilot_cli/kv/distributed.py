@@ -23,8 +23,8 @@ import torch
 
 from copilot_cli.core import cluster
 from copilot_cli.core.models import LoadedModel
-from copilot_cli.kv.builder import WorkItem, compute_segments
 from copilot_cli.kv.options import PrefillOptions
+from copilot_cli.kv.prefill import WorkItem, compute_segments
 
 TRUNK = "ship"
 Computed = tuple[int, list[torch.Tensor], list[torch.Tensor]]

@@ -13,6 +13,7 @@ import torch
 from copilot_cli.core import verified
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
 from copilot_cli.core.fingerprints import model_fingerprint, tokenizer_fingerprint
+from copilot_cli.core.models import DTYPES
 from copilot_cli.core.safetensors_io import DIGEST_KEY
 from copilot_cli.kv.format import (
     SEGMENTS_DIR,
@@ -23,8 +24,7 @@ from copilot_cli.kv.format import (
     read_segment,
 )
 from copilot_cli.kv.geometry import model_geometry
-
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+from copilot_cli.kv.store import DEFAULT_MAX_BYTES, SegmentStore
 
 
 @dataclass(frozen=True)
@@ -78,14 +78,14 @@ class KVCacheDir:
         return self.path / SEGMENTS_DIR / f"{seg_hash}.safetensors"
 
 
-def _check_model(kv_model_fp: str, model: Any, where: str) -> tuple[str, ModelGeometry]:
+def check_model(kv_model_fp: str, model: Any, where: str) -> tuple[str, ModelGeometry]:
     expected = model_fingerprint(model)
     if kv_model_fp != expected:
         raise FingerprintMismatch("model", expected=expected, found=kv_model_fp, where=where)
     return expected, model_geometry(model)
 
 
-def _read_chain(
+def read_chain(
     paths: list[Path], model: Any, tokenizer: Any | None
 ) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor]]:
     """Read and verify segments, checking they chain, and concatenate them per layer."""
@@ -110,7 +110,7 @@ def _read_chain(
             )
         parent = segment.metadata["segment_hash"]
         segments.append(segment)
-        stored = _DTYPES.get(segment.metadata.get("dtype", ""))
+        stored = DTYPES.get(segment.metadata.get("dtype", ""))
         if stored != model_dtype:
             raise ArtifactError(
                 f"KV was computed in {segment.metadata.get('dtype')}, the model "
@@ -195,14 +195,14 @@ def load_prefix(
     path = Path(path)
     if path.is_dir():
         kv = KVCacheDir(path)
-        _check_model(kv.model_fingerprint, model, str(path))
+        check_model(kv.model_fingerprint, model, str(path))
         stored = kv.prefix(name_or_token_ids)
         paths = [kv.segment_path(h) for h in stored.segments]
     elif path.is_file():
         stored, paths = None, _chain_from_file(path)
     else:
         raise InputError("KV file or folder does not exist", where=str(path))
-    token_ids, keys, values = _read_chain(paths, model, tokenizer)
+    token_ids, keys, values = read_chain(paths, model, tokenizer)
     if stored is not None and token_ids != stored.token_ids:
         raise ArtifactError(
             f"segments of {stored.name!r} hold other tokens than its index entry", where=str(path)
@@ -247,7 +247,7 @@ class PrefixStore:
         kv_dir: Path | str,
         model: Any,
         *,
-        max_bytes: int = 2 << 30,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         tokenizer: Any | None = None,
         plan: Any = None,
         request_log: Any = None,
@@ -258,12 +258,10 @@ class PrefixStore:
         before reading any other prefix from disk. `request_log` (a `warm.RequestLog`): every
         `get` is appended to it, the input of `warm-plan`. Objects, not paths: kv does not
         read warm's files (warm reads kv's)."""
-        from copilot_cli.kv.store import SegmentStore
-
         self.kv = KVCacheDir(kv_dir)
         self.model = model
         self.tokenizer = tokenizer
-        model_fp, geometry = _check_model(self.kv.model_fingerprint, model, str(kv_dir))
+        model_fp, geometry = check_model(self.kv.model_fingerprint, model, str(kv_dir))
         dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         self.segments = SegmentStore(
             self.kv.path,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from copilot_cli.core.cluster import check_target
+from copilot_cli.core.cluster import require_target
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.core.outputs import check_output_shape
@@ -53,8 +53,7 @@ class PrefillOptions:
 
     def __post_init__(self) -> None:
         coerce_paths(self)
-        if self.ray is not None:
-            require(check_target(self.ray) is None, "ray", str(check_target(self.ray)))
+        require_target(self.ray)
         require(
             self.dtype in ("auto", "float32", "float16", "bfloat16"),
             "dtype",
@@ -91,3 +90,16 @@ class PrefillOptions:
         from dataclasses import replace
 
         return self.model if self.dtype == "auto" else replace(self.model, dtype=self.dtype)
+
+
+@dataclass(frozen=True)
+class PrefixSource:
+    """A named prefix: text (tokenized with leading specials when `add_special`) or token ids."""
+
+    name: str
+    text: str
+    origin: str
+    add_special: bool = True
+    token_ids: tuple[int, ...] | None = None  # given ids win over tokenizing `text`
+    kind: str = "prefix"  # "chunk": chunk KV (kv/chunkkv.py), its own tokens after a lead
+    lead_tokens: int = 0

@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
@@ -51,6 +51,7 @@ from copilot_cli.prune.protect import (
     spans_of,
     user_spans,
 )
+from copilot_cli.prune.removal import Attempt, Removed, spans
 from copilot_cli.prune.scoring import TokenScores, score_tokens
 
 
@@ -315,17 +316,6 @@ def _prune_prose(
     return best
 
 
-class Attempt(NamedTuple):
-    """One pruning of the text: the output, its spans and token count."""
-
-    text: str
-    kept_spans: list[tuple[int, int]]
-    removed_spans: list[tuple[int, int]]
-    tokens: int
-    lines: bool  # code: whole statements went
-    parses: bool | None  # code: the head still parses (checked once, on the result); prose None
-
-
 def _mean(values: list[float], first: int, last: int) -> float:
     return sum(values[first:last]) / (last - first)
 
@@ -346,38 +336,6 @@ def _splits_escape(text: str, start: int, end: int) -> bool:
     right after an escaping backslash (`'\\r\\n'` losing `r\\n` keeps `'\\'`, which no
     longer closes) or ends with one (its character would be escaped no more)."""
     return _backslash_run(text, start) % 2 == 1 or _backslash_run(text, end) % 2 == 1
-
-
-class _Removed:
-    """Disjoint sorted character intervals removed from a text."""
-
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-
-    def add(self, start: int, end: int) -> None:
-        i = bisect.bisect_left(self.ends, start)
-        j = bisect.bisect_right(self.starts, end)
-        if i < j:
-            start, end = min(start, self.starts[i]), max(end, self.ends[j - 1])
-        self.starts[i:j] = [start]
-        self.ends[i:j] = [end]
-
-    def apply(self, text: str, lo: int, hi: int, extra: tuple[int, int] | None = None) -> str:
-        """`text[lo:hi]` without the removed intervals (and without `extra`, if given)."""
-        i = bisect.bisect_right(self.ends, lo)
-        j = bisect.bisect_left(self.starts, hi)
-        spans = list(zip(self.starts[i:j], self.ends[i:j], strict=True))
-        if extra is not None and extra[0] < hi and extra[1] > lo:
-            bisect.insort(spans, extra)
-        pieces, previous = [], lo
-        for start, end in spans:
-            if start > previous:
-                pieces.append(text[previous:start])
-            previous = max(previous, end)
-        if previous < hi:
-            pieces.append(text[previous:hi])
-        return "".join(pieces)
 
 
 def _prune_code(
@@ -407,20 +365,8 @@ def _prune_code(
             break
         need += achieved - goal
     achieved, removed, output, lines, valid = best
-    kept_spans, removed_spans = _spans(removed, len(text))
+    kept_spans, removed_spans = spans(removed, len(text))
     return Attempt(output, kept_spans, removed_spans, achieved, lines, valid)
-
-
-def _spans(removed: _Removed, length: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    kept_spans, removed_spans, previous = [], [], 0
-    for start, end in zip(removed.starts, removed.ends, strict=True):
-        if start > previous:
-            kept_spans.append((previous, start))
-        removed_spans.append((start, end))
-        previous = end
-    if previous < length:
-        kept_spans.append((previous, length))
-    return kept_spans, removed_spans
 
 
 class _CodePruner:
@@ -503,7 +449,7 @@ class _CodePruner:
             self.checked[candidate] = parses(candidate, self.fr.language)
         return self.checked[candidate]
 
-    def allowed(self, removed: _Removed, span: tuple[int, int], local: bool) -> bool:
+    def allowed(self, removed: Removed, span: tuple[int, int], local: bool) -> bool:
         """Whether the head still parses without `span`: checked on the smallest segment
         holding it (or the one around, when the segment would be left empty)."""
         text = self.text
@@ -522,7 +468,7 @@ class _CodePruner:
 
     def run(
         self, need: int, local: bool, start: list[tuple[int, int]] | None = None
-    ) -> tuple[_Removed, bool]:
+    ) -> tuple[Removed, bool]:
         """Remove about `need` tokens; `start`: character spans already removed (their tokens
         count towards `need`), as when method search tops up a mix of patterns."""
         state = _Removal(self.n)
@@ -565,7 +511,7 @@ class _Removal:
     """What a run has removed so far."""
 
     def __init__(self, n: int) -> None:
-        self.removed = _Removed()
+        self.removed = Removed()
         self.gone = [False] * n
         self.count = 0
         self.lines = False

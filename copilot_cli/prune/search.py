@@ -25,7 +25,7 @@ import torch
 from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length, truncate
 from copilot_cli.core.tokens import count_tokens, leading_special_ids, prompt_ids
 from copilot_cli.prune.code import Frame
-from copilot_cli.prune.pruner import Attempt, _Removed, _spans
+from copilot_cli.prune.removal import Attempt, Removed, spans
 
 PATTERNS = 8  # phases k/8 of the golden-ratio sequence
 SEGMENTS = 8  # parts of the text whose pattern is chosen one by one
@@ -182,19 +182,19 @@ class _Mixer:
     def __call__(self, choice: list[int], k: int) -> Attempt | None:
         """The mix `choice` (pattern per part); code over the goal is topped up in the order
         of pattern `k`."""
-        removed = _Removed()
+        removed = Removed()
         for part, j in enumerate(choice):
             for start, end in self.parts[j][part]:
                 removed.add(start, end)
         output = removed.apply(self.text, 0, len(self.text))
         tokens = count_tokens(self.tokenizer, output)
         if tokens - self.goal > max(2, OVER * self.goal) and self.fr is not None:
-            spans = list(zip(removed.starts, removed.ends, strict=True))
-            return self._fits(self.attempt(k / PATTERNS, spans))
+            taken = list(zip(removed.starts, removed.ends, strict=True))
+            return self._fits(self.attempt(k / PATTERNS, taken))
         parses = None
         if self.fr is not None and self._rate_ok(tokens):
             parses = self.fr.valid(output[: len(output) - (len(self.text) - self.fr.cut)])
-        kept, removed_spans = _spans(removed, len(self.text))
+        kept, removed_spans = spans(removed, len(self.text))
         # whole statements went in one of the patterns used (perhaps not in the parts taken)
         lines = any(self.patterns[j].lines for j in set(choice))
         return self._fits(Attempt(output, kept, removed_spans, tokens, lines, parses))

@@ -10,12 +10,11 @@ from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     canonical_json,
-    replaced_folder,
     write_bytes,
 )
 from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import LoadedModel, load_model
-from copilot_cli.core.outputs import claim_folder
+from copilot_cli.core.outputs import claim_folder, replaced_folder
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import format as qformat
 from copilot_cli.quant.apply import quantized_modules

@@ -27,7 +27,7 @@ class Shard:
 
     def __init__(self, options: RegressOptions, threads: int) -> None:
         from copilot_cli.core.models import load_model
-        from copilot_cli.regress.runner import Runner
+        from copilot_cli.regress.engine import Runner
 
         torch.set_num_threads(threads)  # the caller's: the same kernels, the same sums
         self.runner = Runner(load_model(options.model), options)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.core.cluster import check_target
+from copilot_cli.core.cluster import require_target
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import (
@@ -154,8 +154,7 @@ class RegressOptions:
 
     def __post_init__(self) -> None:
         coerce_paths(self)
-        if self.ray is not None:
-            require(check_target(self.ray) is None, "ray", str(check_target(self.ray)))
+        require_target(self.ray)
         require(
             bool(self.variants) or self.null_control or self.save_baseline is not None,
             "variants",

@@ -41,6 +41,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 from copilot_cli.core.errors import CopilotError
+from copilot_cli.core.models import DTYPE_NAMES
 from copilot_cli.kv import DEFAULT_MAX_BYTES, KVCacheDir, PrefixMatch, RadixTree, SegmentStore
 from copilot_cli.serving.compat import EngineModel, check_servable, local_folder
 
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from vllm.v1.request import Request
 
 logger = init_logger(f"vllm.{__name__}")  # vLLM configures the "vllm" hierarchy only
-DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
 @dataclass

@@ -164,7 +164,7 @@ def test_the_budget_left_after_whole_chunks_holds_signatures_of_the_next(session
 
 def test_javascript_assigned_functions_are_definitions():
     from copilot_cli.context.index import _defined_names
-    from copilot_cli.context.overview import signature_line
+    from copilot_cli.context.signatures import signature_line
 
     text = (
         "res.send = function send(body) {\n  return body\n}\n"

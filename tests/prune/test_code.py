@@ -153,9 +153,9 @@ def test_cli_takes_language_from_extension(runner, tmp_path):
 
 
 def test_removed_intervals_merge_and_apply():
-    from copilot_cli.prune.pruner import _Removed
+    from copilot_cli.prune.removal import Removed
 
-    removed = _Removed()
+    removed = Removed()
     text = "0123456789abcdef"
     for span in [(2, 4), (8, 10), (3, 6), (12, 13)]:
         removed.add(*span)

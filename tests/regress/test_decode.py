@@ -13,7 +13,7 @@ from copilot_cli.core.tokens import prompt_ids
 from copilot_cli.kv import PrefillOptions, PrefixSource, load_prefix, prefill_sources
 from copilot_cli.regress import RegressOptions
 from copilot_cli.regress.decode import eos_ids, greedy, plain_greedy
-from copilot_cli.regress.runner import Runner
+from copilot_cli.regress.engine import Runner
 from copilot_cli.regress.variants import degrade_cache
 
 REPO = Path(__file__).resolve().parents[2]
