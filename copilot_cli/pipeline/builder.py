@@ -11,6 +11,7 @@ from typing import Any
 from copilot_cli.core.errors import CheckFailed
 from copilot_cli.core.options import coerce_paths, require
 from copilot_cli.core.outputs import check_output_shape, claim_folder, mark
+from copilot_cli.paths import EXAMPLE_CONFIG
 from copilot_cli.pipeline.config import load_build_config
 from copilot_cli.pipeline.lock import build_lock
 from copilot_cli.pipeline.manifest import FORMAT as MANIFEST_FORMAT
@@ -30,7 +31,12 @@ class BuildOptions:
 
     def __post_init__(self) -> None:
         coerce_paths(self)
-        require(self.config.is_file(), "config", f"{self.config} does not exist")
+        require(
+            self.config.is_file(),
+            "config",
+            f"{self.config} does not exist: write one (docs/build.md) or build the shipped "
+            f"example with -c {EXAMPLE_CONFIG}",
+        )
         check_output_shape(self.out, "out", folder=True)
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from copilot_cli.chunking.options import ChunkOptions
 from copilot_cli.context.options import OverviewOptions
-from copilot_cli.core.cluster import check_target
+from copilot_cli.core.cluster import require_target
 from copilot_cli.core.config_file import load_config
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.modelspec import ModelSpec
+from copilot_cli.core.modelspec import DEFAULT_DEVICE, ModelSpec
 from copilot_cli.core.options import OptionError, from_mapping, schema_of
 from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.prompts.options import CompileOptions
@@ -41,7 +41,7 @@ SECTIONS: dict[str, type] = {
 SWITCHED = ("prefill_kv", "chunk", "context", "quantize", "regress")  # sections with `enabled`
 TOP_LEVEL: dict[str, Any] = {
     "model": None,  # None = the default model (the shipped tiny code model)
-    "device": "cpu",
+    "device": DEFAULT_DEVICE,
     "templates": "templates",
     "repositories": ["sample_data/repo"],
     "executor": {"ray": None},  # ray: null (this machine) | local | auto | ADDRESS (docs/scale.md)
@@ -206,8 +206,7 @@ def _build(raw: dict[str, Any], base: Path, out: Path, path: Path) -> BuildConfi
     model = ModelSpec(model_name or "", device=raw["device"], dtype=dtype)
     templates = _resolved(base, raw["templates"], "templates", folder=True)
     ray = raw["executor"].get("ray")
-    if ray is not None and check_target(ray) is not None:
-        raise OptionError("executor.ray", str(check_target(ray)))
+    require_target(ray, "executor.ray")
     repositories = _repositories(raw, base)
     compile_options = from_mapping(
         CompileOptions,
