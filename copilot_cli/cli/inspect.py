@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json
-from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, model_spec
+from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, model_spec
 
 
 @handle_errors
@@ -27,7 +27,7 @@ def inspect_command(
         str | None,
         option("--model", "-m", help="Also check it was made for this model and tokenizer."),
     ] = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = DEFAULT_DEVICE,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
 ) -> None:

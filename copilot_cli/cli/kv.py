@@ -9,6 +9,7 @@ import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
 from copilot_cli.cli.params import (
+    DEFAULT_DEVICE,
     AllowDownloadOpt,
     DeviceOpt,
     DtypeOpt,
@@ -44,7 +45,7 @@ def prefill_kv_command(
     verify: Annotated[
         bool, option("--verify", help="Compare cached vs recomputed logits; exit 1 if off.")
     ] = False,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = DEFAULT_DEVICE,
     allow_download: AllowDownloadOpt = False,
     ray: RayOpt = None,
     json_output: JsonOpt = False,

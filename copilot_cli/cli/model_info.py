@@ -10,6 +10,7 @@ from copilot_cli.cli.common import (
     stdout_console,
 )
 from copilot_cli.cli.params import (
+    DEFAULT_DEVICE,
     AllowDownloadOpt,
     DeviceOpt,
     DtypeOpt,
@@ -22,7 +23,7 @@ from copilot_cli.core import progress
 @handle_errors
 def model_info(
     model: ModelOpt = "",
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = DEFAULT_DEVICE,
     dtype: DtypeOpt = "auto",
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,

@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from copilot_cli.cli.common import option
+from copilot_cli.core.modelspec import DEFAULT_DEVICE
+
+__all__ = ["DEFAULT_DEVICE"]
 
 ModelOpt = Annotated[
     str,

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, note, option, print_json
-from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 
 
 @handle_errors
@@ -39,7 +39,7 @@ def prune_command(
         option("--language", help="A grammar name or text (default: from the extension)."),
     ] = None,
     out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = DEFAULT_DEVICE,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
 ) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
-from copilot_cli.cli.params import AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 from copilot_cli.paths import DEFAULT_PROMPTS
 
 
@@ -38,7 +38,7 @@ def quantize_command(
         Path, option("--prompts", help="JSONL prompts for the logit-fidelity check.")
     ] = DEFAULT_PROMPTS,
     no_fidelity: Annotated[bool, option("--no-fidelity", help="Skip the fidelity check.")] = False,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = DEFAULT_DEVICE,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
 ) -> None:

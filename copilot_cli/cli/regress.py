@@ -8,6 +8,7 @@ from typing import Annotated
 
 from copilot_cli.cli.common import handle_errors, option
 from copilot_cli.cli.params import (
+    DEFAULT_DEVICE,
     AllowDownloadOpt,
     AllowLaxOpt,
     DeviceOpt,
@@ -58,7 +59,7 @@ def regress_command(
     junit: path_option("--junit", "Write JUnit XML here.") = None,
     markdown: path_option("--markdown", "Write Markdown here.") = None,
     html: path_option("--html", "Write the HTML report here.") = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = DEFAULT_DEVICE,
     dtype: DtypeOpt = "auto",
     allow_download: AllowDownloadOpt = False,
     ray: RayOpt = None,

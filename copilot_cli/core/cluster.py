@@ -42,6 +42,17 @@ def check_target(value: str) -> str | None:
     return None
 
 
+def require_target(value: str | None, option: str = "ray") -> None:
+    """Refuse (OptionError naming `option`) a Ray target that cannot be used here."""
+    if value is None:
+        return
+    why = check_target(value)
+    if why is not None:
+        from copilot_cli.core.options import OptionError
+
+        raise OptionError(option, why)
+
+
 def import_ray() -> Any:
     try:
         import ray

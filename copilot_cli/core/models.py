@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}  # the one table, both ways
 
 
 @dataclass

@@ -10,6 +10,7 @@ from copilot_cli.core.options import OptionError
 from copilot_cli.paths import SHIPPED_MODEL
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
+DEFAULT_DEVICE = "cpu"  # the one place: ModelSpec, every --device flag, copilot-opt.yaml
 
 
 def default_model() -> str:
@@ -30,7 +31,7 @@ class ModelSpec:
     """
 
     name_or_path: str = ""
-    device: str = "cpu"
+    device: str = DEFAULT_DEVICE
     dtype: str = "auto"
     allow_download: bool = False
     tokenizer: str | None = None
