@@ -82,3 +82,18 @@ def shipped_artifacts(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, d
         )
     )
     return out, hashes
+
+
+@pytest.fixture(scope="session")
+def sessions_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated request log of scripts/generate_sessions.py (fixed seed), made once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "generate_sessions", REPO_ROOT / "scripts" / "generate_sessions.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("sessions") / "sessions.jsonl"
+    module.write_sessions(out)
+    return out

@@ -219,7 +219,7 @@ RESEALED = {
 
 @pytest.mark.parametrize("name", sorted(RESEALED))
 def test_resealed_artifacts_are_refused_or_read_never_a_crash(
-    shipped_artifacts, runner, tmp_path, name
+    shipped_artifacts, runner, tmp_path, name, request
 ):
     import json
 
@@ -228,7 +228,7 @@ def test_resealed_artifacts_are_refused_or_read_never_a_crash(
 
     out, _ = shipped_artifacts
     if name == "warm-plan":  # made here from the shipped KV folder
-        sessions = Path(__file__).resolve().parents[1] / "sample_data" / "sessions.jsonl"
+        sessions = request.getfixturevalue("sessions_log")
         made = runner.invoke(
             app,
             [

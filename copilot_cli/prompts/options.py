@@ -9,7 +9,7 @@ from typing import Any
 
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.core.outputs import check_output_shape
-from copilot_cli.paths import REPO_ROOT
+from copilot_cli.paths import SHIPPED_TEMPLATES
 from copilot_cli.prompts.sandbox import RenderLimits
 
 
@@ -28,7 +28,7 @@ class CompileOptions:
         use_tokenizer: False compiles without one (no token counts, no boundary check).
     """
 
-    src: Path = setting(REPO_ROOT / "templates", yaml=False)
+    src: Path = setting(SHIPPED_TEMPLATES, yaml=False)
     out: Path = setting(Path("build/templates"), yaml=False)
     min_prefix_tokens: int = 64
     limits: RenderLimits = setting(default_factory=RenderLimits)

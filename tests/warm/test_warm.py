@@ -16,7 +16,6 @@ from copilot_cli.warm import BloomFilter, RequestLog, read_log, read_plan
 from copilot_cli.warm.sessions import SessionConfig, generate_sessions, repositories_from_chunks
 
 REPO = Path(__file__).resolve().parents[2]
-SESSIONS = REPO / "sample_data" / "sessions.jsonl"
 
 
 @pytest.mark.parametrize(
@@ -84,14 +83,14 @@ def sample_chunks(tmp_path_factory) -> Path:
     return out
 
 
-def test_the_shipped_log_is_what_the_generator_makes(tmp_path):
+def test_the_generator_script_writes_the_same_log_every_time(tmp_path, sessions_log):
     out = tmp_path / "sessions.jsonl"
     subprocess.run(
         [sys.executable, str(REPO / "scripts" / "generate_sessions.py"), "--out", str(out)],
         check=True,
         capture_output=True,
     )
-    assert out.read_bytes() == SESSIONS.read_bytes()
+    assert out.read_bytes() == sessions_log.read_bytes() and out.stat().st_size > 100_000
 
 
 def test_sessions_look_like_editing(sample_chunks):
@@ -119,10 +118,10 @@ def test_sessions_look_like_editing(sample_chunks):
 
 
 def test_warm_plan_keeps_the_budget_and_is_reproducible(
-    runner, tmp_path, shipped_artifacts, sample_chunks
+    runner, tmp_path, shipped_artifacts, sample_chunks, sessions_log
 ):
     out, _ = shipped_artifacts
-    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
+    args = ["warm-plan", str(sessions_log), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
     args += ["--budget", "900kB", "--predictor", "markov-1"]
     first = runner.invoke(app, [*args, "-o", str(tmp_path / "a.json")])
     assert first.exit_code == 0, first.output
@@ -155,10 +154,10 @@ def test_warm_plan_keeps_the_budget_and_is_reproducible(
 
 @pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
 def test_l0_pins_at_most_its_share_of_the_budget(
-    runner, tmp_path, shipped_artifacts, sample_chunks, share
+    runner, tmp_path, shipped_artifacts, sample_chunks, share, sessions_log
 ):
     out, _ = shipped_artifacts
-    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
+    args = ["warm-plan", str(sessions_log), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
     args += ["--budget", "900kB", "--predictor", "frequency-recency", "--l0-share", str(share)]
     result = runner.invoke(app, [*args, "-o", str(tmp_path / "p.json")])
     assert result.exit_code == 0, result.output
@@ -181,9 +180,11 @@ def test_l0_pins_at_most_its_share_of_the_budget(
         assert all(i.probability < 0.5 for i in plan.in_tier("L1"))
 
 
-def test_l0_share_outside_0_1_is_refused(runner, tmp_path, shipped_artifacts, sample_chunks):
+def test_l0_share_outside_0_1_is_refused(
+    runner, tmp_path, shipped_artifacts, sample_chunks, sessions_log
+):
     out, _ = shipped_artifacts
-    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--l0-share", "1.5"]
+    args = ["warm-plan", str(sessions_log), "--kv", str(out / "kv"), "--l0-share", "1.5"]
     result = runner.invoke(app, [*args, "-o", str(tmp_path / "p.json")])
     assert result.exit_code == 2
     assert "--l0-share" in result.output and "Traceback" not in result.output
@@ -276,13 +277,13 @@ def test_segments_shared_by_prefixes_count_once():
 
 
 def test_a_resealed_plan_whose_filter_would_hang_every_lookup_is_refused(
-    runner, tmp_path, shipped_artifacts, sample_chunks
+    runner, tmp_path, shipped_artifacts, sample_chunks, sessions_log
 ):
     from copilot_cli.core.artifacts import DIGEST_KEY, sealed
     from copilot_cli.core.errors import ArtifactError
 
     out, _ = shipped_artifacts
-    args = ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
+    args = ["warm-plan", str(sessions_log), "--kv", str(out / "kv"), "--chunks", str(sample_chunks)]
     result = runner.invoke(app, [*args, "--budget", "900kB", "-o", str(tmp_path / "p.json")])
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "p.json").read_text())
@@ -294,11 +295,13 @@ def test_a_resealed_plan_whose_filter_would_hang_every_lookup_is_refused(
         read_plan(tmp_path / "p.json")
 
 
-def test_inspect_describes_and_verifies_a_warm_plan(runner, tmp_path, shipped_artifacts):
+def test_inspect_describes_and_verifies_a_warm_plan(
+    runner, tmp_path, shipped_artifacts, sessions_log
+):
     out, _ = shipped_artifacts
     plan = tmp_path / "plan.json"
     made = runner.invoke(
-        app, ["warm-plan", str(SESSIONS), "--kv", str(out / "kv"), "-o", str(plan)]
+        app, ["warm-plan", str(sessions_log), "--kv", str(out / "kv"), "-o", str(plan)]
     )
     assert made.exit_code == 0, made.output
     result = runner.invoke(app, ["inspect", str(plan), "--json"])
