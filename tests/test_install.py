@@ -61,7 +61,8 @@ def test_build_of_the_shipped_example_works_from_an_installed_package(installed)
     result = _cli(installed, "build", "-c", str(example), "-o", str(work / "build"), "--json")
     assert result.returncode == 0, result.stderr[-2000:]
     built = {p.name for p in (work / "build").iterdir()}
-    assert {"bundle", "kv", "quant", "regress"} <= built, built
+    assert {"templates", "kv", "quant", "chunks", "reports", "build-manifest.json"} <= built, built
+    assert (work / "build" / "reports" / "regress.json").is_file()
 
 
 def test_build_without_a_config_names_what_to_pass(installed):

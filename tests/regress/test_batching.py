@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import copilot_cli.regress.forward as forward
-import copilot_cli.regress.runner as regress_runner
+import copilot_cli.regress.engine as regress_engine
 from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import QuantizeOptions, quantize_embeddings
@@ -64,13 +64,13 @@ def test_batches_give_the_numbers_of_one_case_at_a_time(shipped, setup):
 def test_the_original_runs_once_per_batch_for_prompts_and_split(shipped, setup, monkeypatch):
     root, prompts = setup
     calls = []
-    real = regress_runner.forward_rows
+    real = regress_engine.forward_rows
 
     def counted(model, seqs, starts, **kw):
         calls.append(len(seqs))
         return real(model, seqs, starts, **kw)
 
-    monkeypatch.setattr(regress_runner, "forward_rows", counted)
+    monkeypatch.setattr(regress_engine, "forward_rows", counted)
     options = RegressOptions(
         prompts=prompts,
         variants=(f"q8=quant={root / 'q8'}", "i8=kv-dtype=int8"),
