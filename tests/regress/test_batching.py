@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import copilot_cli.regress.forward as forward
 import copilot_cli.regress.engine as regress_engine
+import copilot_cli.regress.forward as forward
 from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import QuantizeOptions, quantize_embeddings
