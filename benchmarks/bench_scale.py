@@ -114,6 +114,20 @@ def measure(args: list[str], env: dict[str, str] | None = None) -> dict[str, flo
     return {"wall": wall, "rss": hwm, "anon": anon, "rc": process.returncode, "out": out.decode()}
 
 
+def alternating(ours: list[str], peer: list[str], rounds: int = 4) -> tuple[dict, dict]:
+    """Both commands run in turn `rounds` times: each one's median wall time (and the
+    memory of its last run), so load from other tenants falls on both alike."""
+    runs: tuple[list[dict], list[dict]] = ([], [])
+    for _ in range(rounds):
+        runs[0].append(measure(ours))
+        runs[1].append(measure(peer))
+    out = []
+    for done in runs:
+        walls = sorted(r["wall"] for r in done)
+        out.append({**done[-1], "wall": (walls[(rounds - 1) // 2] + walls[rounds // 2]) / 2})
+    return out[0], out[1]
+
+
 def cli(*args: str) -> list[str]:
     return [PYTHON, "-m", "copilot_cli", *args]
 
@@ -188,8 +202,9 @@ def run_shape(shape: str, work: Path) -> list[dict]:
                      "out_bytes": size_of(out) if out is not None and out.exists() else 0,
                      "model_bytes": model_bytes, "peer_name": peer_name})  # fmt: skip
 
-    row("model-info", measure(cli("model-info", "-m", model, "--json")),
-        measure(plain(PLAIN_LOAD.format(model=model))), None, "transformers load")  # fmt: skip
+    ours, peer = alternating(cli("model-info", "-m", model, "--json"),
+                             plain(PLAIN_LOAD.format(model=model)))  # fmt: skip
+    row("model-info", ours, peer, None, "transformers load (median of 4 alternating runs)")
     row("compile-templates",
         measure(cli("compile-templates", str(ROOT / "templates"), "-o", str(bundle), "-m", model)),
         measure(plain(PLAIN_ENCODE.format(model=model, folder=str(ROOT / "templates"),
@@ -241,7 +256,9 @@ def report(rows: list[dict]) -> None:
             f"anonymous {peer['anon'] / mb:.2f}x; output {r['out_bytes'] / 1e6:.1f} MB"
         )
         goal, passed = "", None
-        if r["command"] == "prefill-kv --verify":
+        if r["command"] == "model-info":
+            goal, passed = "overhead <= 20% of the plain load", ours["wall"] <= 1.2 * peer["wall"]
+        elif r["command"] == "prefill-kv --verify":
             goal, passed = "ours <= 1.2x prefill-kv", ours["wall"] <= 1.2 * peer["wall"]
         elif r["command"] == "regress":
             goal, passed = "ours <= 1.2x the minimum", ours["wall"] <= 1.2 * peer["wall"]

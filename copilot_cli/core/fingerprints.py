@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import orjson
+
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME, sha256_file, write_json
 
 __all__ = ["FINGERPRINT_SCHEME", "model_fingerprint", "tokenizer_fingerprint"]
@@ -103,8 +105,31 @@ def cache_dir() -> Path:
 
 
 def canonical(value: Any) -> str:
-    """Compact JSON with sorted keys: one text for one value, on any machine."""
+    """Compact JSON with sorted keys: one text for one value, on any machine.
+
+    The text is json.dumps(sort_keys, ensure_ascii=False, compact)'s. orjson writes the same
+    bytes ten times faster (a production tokenizer's description is tens of MB) for everything
+    but floats, which it formats otherwise (1e-5 for 1e-05), and non-string keys, which it
+    refuses: a value holding either goes through json."""
+    if not _holds_float(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+        except (TypeError, orjson.JSONEncodeError):
+            pass
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _holds_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def _sha256(text: str) -> str:
