@@ -183,6 +183,17 @@ class FileFactCache:
         self._dirty = True
         return value
 
+    def fact(self, key: str, compute: Callable[[], Any]) -> Any:
+        """A fact about content that `key` names by its digest: computed once, then read."""
+        entries = self._load()
+        entry = entries.get(key)
+        if isinstance(entry, dict) and "value" in entry:
+            return entry["value"]
+        value = compute()
+        entries[key] = {"value": value}
+        self._dirty = True
+        return value
+
     def sha256(self, file: Path) -> str:
         return self.get(file, sha256_file)
 
@@ -209,6 +220,7 @@ def _flush_all() -> None:
 
 _default_cache = FileFactCache()
 tensor_cache = FileFactCache("tensor-digests.json")
+tokenizer_cache = FileFactCache("tokenizer-fingerprints.json")
 
 
 # -- model ---------------------------------------------------------------------------------
@@ -405,37 +417,63 @@ def tokenizer_description(tokenizer: Any) -> dict[str, Any]:
     """Everything about a tokenizer that changes token ids or rendered prompts, canonical."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        spec = json.loads(backend.to_str())
-        description: dict[str, Any] = {
-            key: spec.get(key)
-            for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder")
-        }
-        description["truncation"] = spec.get("truncation")
-        description["model"] = _canonical_model(spec.get("model") or {})
-        description["added_tokens"] = _added_tokens(spec.get("added_tokens") or [])
+        description = _backend_description(backend.to_str())
     else:  # a slow tokenizer: its vocabulary is what it has
         description = {
             "class": type(tokenizer).__name__,
             "vocab": sorted(tokenizer.get_vocab().items()),
         }
+    return {**description, **_behaviour(tokenizer)}
+
+
+def _backend_description(text: str) -> dict[str, Any]:
+    """The fast tokenizer's own JSON (`backend_tokenizer.to_str()`), the parts that matter."""
+    spec = json.loads(text)
+    description: dict[str, Any] = {
+        key: spec.get(key) for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder")
+    }
+    description["truncation"] = spec.get("truncation")
+    description["model"] = _canonical_model(spec.get("model") or {})
+    description["added_tokens"] = _added_tokens(spec.get("added_tokens") or [])
+    return description
+
+
+def _behaviour(tokenizer: Any) -> dict[str, Any]:
+    """What the tokenizer object adds to its backend: special tokens, chat template, the ids
+    around a text."""
     special = {}
     for name in _SPECIAL_NAMES:
         token = getattr(tokenizer, name, None)
         if isinstance(token, str):
             special[name] = [token, tokenizer.convert_tokens_to_ids(token)]
-    description["special_tokens"] = special
-    description["all_special_ids"] = sorted(getattr(tokenizer, "all_special_ids", []) or [])
-    description["chat_template"] = getattr(tokenizer, "chat_template", None)
-    description["specials_around"] = _specials_around(tokenizer)
-    return description
+    return {
+        "special_tokens": special,
+        "all_special_ids": sorted(getattr(tokenizer, "all_special_ids", []) or []),
+        "chat_template": getattr(tokenizer, "chat_template", None),
+        "specials_around": _specials_around(tokenizer),
+    }
 
 
 def tokenizer_fingerprint(tokenizer: Any, cache: Any = None) -> str:
-    """Fingerprint a tokenizer by what it does (see `tokenizer_description`); cached on it."""
+    """Fingerprint a tokenizer by what it does (see `tokenizer_description`); cached on it, and
+    for a fast tokenizer remembered by a digest of its backend JSON and the rest of its
+    description (`cache`, default the tokenizer-fingerprints cache): a production tokenizer's
+    description takes half a second to build, its digest a few milliseconds."""
     cached = getattr(tokenizer, "_copilot_tokenizer_fingerprint", None)
     if cached:
         return cached
-    value = _sha256(canonical(tokenizer_description(tokenizer)))
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        value = _sha256(canonical(tokenizer_description(tokenizer)))
+    else:
+        text, behaviour = backend.to_str(), _behaviour(tokenizer)
+        key = _sha256(f"{FINGERPRINT_SCHEME}\0{text}\0{canonical(behaviour)}")
+        store = cache or tokenizer_cache
+        value = store.fact(
+            f"tokenizer:{key}",
+            lambda: _sha256(canonical({**_backend_description(text), **behaviour})),
+        )
+        store.flush()
     with contextlib.suppress(AttributeError):
         tokenizer._copilot_tokenizer_fingerprint = value
     return value

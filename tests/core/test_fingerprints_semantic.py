@@ -214,3 +214,28 @@ def test_artifacts_of_the_older_scheme_ask_for_a_rerun(tmp_path):
     loaded = load_model(ModelSpec())
     with pytest.raises(ArtifactError, match=r"older fingerprint scheme.*re-run prefill-kv"):
         load_prefix(tmp_path / "kv", loaded.model, "prefix.txt")
+
+
+def test_a_remembered_tokenizer_fingerprint_is_the_one_computed_and_follows_changes(tmp_path):
+    import hashlib
+
+    from copilot_cli.core.fingerprints import (
+        FileFactCache,
+        canonical,
+        tokenizer_description,
+        tokenizer_fingerprint,
+    )
+
+    def whole(tokenizer) -> str:  # the definition: sha256 of the canonical description
+        return hashlib.sha256(canonical(tokenizer_description(tokenizer)).encode()).hexdigest()
+
+    store = FileFactCache("t.json", tmp_path / "t.json")
+    cold = AutoTokenizer.from_pretrained(SHIPPED_MODEL)
+    first = tokenizer_fingerprint(cold, store)
+    assert first == whole(cold) and (tmp_path / "t.json").is_file()
+    warm = AutoTokenizer.from_pretrained(SHIPPED_MODEL)
+    assert tokenizer_fingerprint(warm, FileFactCache("t.json", tmp_path / "t.json")) == first
+    changed = AutoTokenizer.from_pretrained(SHIPPED_MODEL)
+    changed.chat_template = "{{ messages[0]['content'] }}"
+    again = tokenizer_fingerprint(changed, FileFactCache("t.json", tmp_path / "t.json"))
+    assert again == whole(changed) != first
