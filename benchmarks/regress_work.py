@@ -42,18 +42,19 @@ def minimum_work_seconds(loaded: Any, options: Any) -> float:
             name, prompts, tokenizer, options.max_tokens, context_length(model.config)
         )
         lengths = {i: len(c.ids) for i, c in enumerate(cases) if c.scored > 0}
+        own = {  # each variant's cases, built once (split: the same ids, split at half)
+            spec.name: build_cases("split", prompts, tokenizer, options.max_tokens)
+            if spec.case_set == "split"
+            else cases
+            for spec in members
+        }
         for batch in plan_batches(lengths, options.batch_size, vocab):
             seqs = [cases[i].ids for i in batch]
             starts = [0 if key == "ids" else cases[i].split for i in batch]
             _forward(model, seqs, starts, n, eos)  # the original
             for spec in members:
-                split_cases = (
-                    build_cases(spec.case_set, prompts, tokenizer, options.max_tokens)
-                    if spec.case_set == "split"
-                    else cases
-                )
                 with applied(spec, model, tokenizer, {}):
-                    _variant(model, spec, [split_cases[i] for i in batch], n, eos)
+                    _variant(model, spec, [own[spec.name][i] for i in batch], n, eos)
     return time.perf_counter() - started
 
 
