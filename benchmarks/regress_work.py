@@ -31,6 +31,7 @@ def minimum_work_seconds(loaded: Any, options: Any) -> float:
     specs = [parse_variant(v) for v in options.variants]
     vocab = model.get_output_embeddings().weight.shape[0]
     n, eos = options.gen_tokens, eos_ids(model, tokenizer)
+    loaded_quant: dict[str, Any] = {}  # each quant artifact read once, as regress does
     started = time.perf_counter()
     families: dict[str, list[Any]] = {}
     for spec in specs:
@@ -53,7 +54,7 @@ def minimum_work_seconds(loaded: Any, options: Any) -> float:
             starts = [0 if key == "ids" else cases[i].split for i in batch]
             _forward(model, seqs, starts, n, eos)  # the original
             for spec in members:
-                with applied(spec, model, tokenizer, {}):
+                with applied(spec, model, tokenizer, loaded_quant):
                     _variant(model, spec, [own[spec.name][i] for i in batch], n, eos)
     return time.perf_counter() - started
 
