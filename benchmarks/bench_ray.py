@@ -13,7 +13,7 @@ recomputed by each; and vs one process.
 Rows (medians of interleaved rounds):
   chunk, Ray 2 workers vs --jobs 1                (speed-up)
   chunk, Ray 2 workers vs --jobs 2                (goal: Ray within 1.3x of local processes)
-  prefill, ship vs recompute the trunk            (decides kv/distributed.TRUNK)
+  prefill, ship vs recompute the trunk            (decides kv/units.TRUNK)
   prefill, Ray (ship) vs one process
 """
 
@@ -104,7 +104,7 @@ def bench_prefill(tmp: Path) -> None:
     import torch
 
     from copilot_cli.core.models import ModelSpec
-    from copilot_cli.kv import PrefillOptions, PrefixSource, distributed, prefill_sources
+    from copilot_cli.kv import PrefillOptions, PrefixSource, prefill_sources, units
 
     loaded = saved_llama(tmp / "model")
     torch.manual_seed(1)
@@ -121,7 +121,7 @@ def bench_prefill(tmp: Path) -> None:
 
     def run(name: str, ray: str | None, trunk_mode: str = "ship"):
         def go():
-            distributed.TRUNK = trunk_mode
+            units.TRUNK = trunk_mode
             out = tmp / name
             import shutil
 
@@ -140,14 +140,14 @@ def bench_prefill(tmp: Path) -> None:
         "local": run("local", None),
     }
     medians = _interleaved(runs, ROUNDS)
-    distributed.TRUNK = "ship"
+    units.TRUNK = "ship"
     what = "prefill 8 prefixes (768-token shared trunk + 256 each, ~30M llama)"
     emit(
         f"{what}: Ray ship the trunk's cache vs recompute it per subtree",
         medians["ship"],
         medians["recompute"],
         "s",
-        note="two actors, one thread each; the faster is the default (kv/distributed.TRUNK)",
+        note="two actors, one thread each; the faster is the default (kv/units.TRUNK)",
     )
     emit(
         f"{what}: Ray (ship), 2 actors vs one process",

@@ -232,3 +232,20 @@ def test_no_import_cycles_between_modules():
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+def test_work_reaches_other_processes_only_through_the_executor():
+    """A capability hands its units to core/executor.py (here, local processes or Ray); only
+    the executor and core/cluster.py start workers or touch Ray's task API."""
+    allowed = {PACKAGE / "core" / "executor.py", PACKAGE / "core" / "cluster.py"}
+    spawning = re.compile(
+        r"\b(ProcessPoolExecutor|multiprocessing|start_replicas|ray\.(remote|wait|get|put)|"
+        r"ActorPool|import ray|from ray)\b"
+    )
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in _modules()
+        if path not in allowed
+        for match in spawning.finditer(path.read_text())
+    ]
+    assert found == []

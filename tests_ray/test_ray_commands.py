@@ -75,9 +75,9 @@ def test_regress_numbers_and_baseline_are_identical(cluster, tmp_path):
 
 @pytest.mark.parametrize("trunk", ["ship", "recompute"])
 def test_prefill_is_byte_identical(cluster, bundle, tmp_path, monkeypatch, trunk):
-    from copilot_cli.kv import PrefillOptions, distributed, prefill_kv
+    from copilot_cli.kv import PrefillOptions, prefill_kv, units
 
-    monkeypatch.setattr(distributed, "TRUNK", trunk)
+    monkeypatch.setattr(units, "TRUNK", trunk)
     prefill_kv(PrefillOptions(out=tmp_path / "local", bundle=bundle))
     result = prefill_kv(PrefillOptions(out=tmp_path / "ray", bundle=bundle, ray="auto"))
     assert tree_bytes(tmp_path / "local") == tree_bytes(tmp_path / "ray")
@@ -87,7 +87,7 @@ def test_prefill_is_byte_identical(cluster, bundle, tmp_path, monkeypatch, trunk
 
 
 def test_subtrees_are_cut_so_every_replica_has_work():
-    from copilot_cli.kv.distributed import plan
+    from copilot_cli.kv.units import plan
 
     # root -> a -> (b, c -> (d, e)); f alone
     parents = [-1, 0, 0, 2, 2, -1]

@@ -7,7 +7,6 @@ import gc
 import hashlib
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from copilot_cli.chunking.format import (
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 from copilot_cli.chunking.registry import build_registry
 from copilot_cli.chunking.walk import WalkResult, read_regular, walk
-from copilot_cli.chunking.work import cache_bytes, cache_entry, chunk_one, init_worker
+from copilot_cli.chunking.work import batches, cache_bytes, cache_entry, chunk_batch, init_worker
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
@@ -36,6 +35,7 @@ from copilot_cli.core.artifacts import (
     sealed,
     write_bytes,
 )
+from copilot_cli.core.executor import Work, open_executor
 from copilot_cli.core.fingerprints import cache_dir, tokenizer_fingerprint
 from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import context_length, default_model, load_tokenizer
@@ -216,19 +216,11 @@ class _Run:
             self.pending.append((str(real), rel, self.options.max_tokens))
 
     def chunk_pending(self, walked: Any) -> None:
-        """Chunk the queued files (in worker processes when there are enough, or on a Ray
-        cluster) and cache them."""
+        """Chunk the queued files (in batches, largest files first: in worker processes when
+        there are enough, or on a Ray cluster) and cache them."""
         if not self.pending:
             return
-        if self.options.ray is not None:
-            from copilot_cli.chunking.distributed import chunk_on_ray
-
-            outcomes = chunk_on_ray(
-                self.pending, self.keys, self.sizes, self.tokenizer, self.options
-            )
-        else:
-            outcomes = self._chunk_here()
-        for outcome in outcomes:
+        for outcome in self._outcomes():
             rel = outcome["path"]
             if "error" in outcome:
                 walked.skip("unreadable", rel)
@@ -239,6 +231,25 @@ class _Run:
             if self.options.use_cache and not entry.is_file():
                 with contextlib.suppress(OSError):
                     write_bytes(entry, cache_bytes(self.results[rel]))
+
+    def _outcomes(self) -> list[dict[str, Any]]:
+        jobs = self.options.jobs or os.cpu_count() or 1
+        order = sorted(self.pending, key=lambda job: (-self.sizes[job[1]], job[1]))
+        keys = (lambda rel: self.keys[rel]) if self.options.use_cache else (lambda _rel: "")
+        where = "on Ray" if self.options.ray is not None else "here"
+        with open_executor(self.options.ray, jobs if len(order) > 8 else 1) as executor:
+            units, unreadable = batches(order, self.sizes, executor.workers(), keys)
+            work = Work(
+                f"chunking {len(order)} files {where}",
+                units,
+                init_worker,
+                chunk_batch,
+                (self.tokenizer,),
+                weight=lambda batch: float(sum(len(f[1]) for f in batch)),
+                total=float(sum(self.sizes[job[1]] for job in order)),
+            )
+            outcomes = [outcome for batch in executor.map(work) for outcome in batch]
+        return outcomes + unreadable
 
     def _cached(self, name: str) -> dict[str, Any] | None:
         """The cache entry `name`, when caching is on and the entry is there and intact (a
@@ -263,18 +274,6 @@ class _Run:
             with contextlib.suppress(OSError):
                 write_bytes(entry, cache_bytes(body))
         return spans
-
-    def _chunk_here(self) -> list[dict[str, Any]]:
-        jobs = self.options.jobs or os.cpu_count() or 1
-        if jobs > 1 and len(self.pending) > 8:
-            # largest files first, in small batches: the workers finish together
-            order = sorted(self.pending, key=lambda job: -self.sizes[job[1]])
-            with ProcessPoolExecutor(
-                jobs, initializer=init_worker, initargs=(self.tokenizer,)
-            ) as pool:
-                return list(pool.map(chunk_one, order, chunksize=4))
-        init_worker(self.tokenizer)
-        return [chunk_one(job) for job in self.pending]
 
     def chunks(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
         """Every chunk in path order (with its id), and each file's mode."""

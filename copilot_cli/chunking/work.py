@@ -1,10 +1,17 @@
-"""One file's chunking as a unit of work, the same in this process, a worker process or a Ray
-worker: the per-worker token counter, the file's result as cached and merged, and the cache
-entry format (a digest line, then the result)."""
+"""Chunking as units of work, the same in this process, a worker process or a Ray worker
+(core/executor.py runs them): a batch of files (their bytes travel with the batch, so a worker
+needs no view of the caller's disk), the per-worker token counter, a file's result as cached
+and merged, and the cache entry format (a digest line, then the result).
+
+A batch is a pure function of (tokenizer, files' bytes, budget), so one retried after a worker
+died returns the same result. Each worker also keeps the per-file cache of its own machine: a
+file it chunked before is served from there."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +23,67 @@ from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.walk import read_regular
 
 WORKER: dict[str, Any] = {}
+BATCH_BYTES = 1 << 20  # at most about one second of chunking per unit on one core
+MIN_BATCH_BYTES = 16 << 10  # below this, handing a unit over costs more than its work
+BATCH_FILES = 256
+BATCHES_PER_WORKER = 4  # small inputs still spread over every worker
+
+Job = tuple[str, str, int]  # (real path, relative path, token budget)
+Batch = list[tuple[str, bytes, int, str]]  # (relative path, bytes, budget, cache key or "")
 
 
-def init_worker(tokenizer: Any) -> None:
+def init_worker(tokenizer: Any) -> str:
+    """A worker's state: its token counter (module-level: the chunker's functions read it);
+    its machine's cache folder."""
+    from copilot_cli.core.fingerprints import cache_dir
+
     WORKER["counter"] = TokenCounter(tokenizer)
+    WORKER["tokenizer"] = tokenizer
+    return str(cache_dir() / "chunks")
 
 
-def chunk_one(job: tuple[str, str, int]) -> dict[str, Any]:
-    real, rel, budget = job
-    try:
-        data = read_regular(real)
-    except OSError as exc:
-        return {"path": rel, "error": exc.strerror or str(exc)}
-    return {"path": rel, "result": chunk_bytes(data, rel, budget)}
+def batches(
+    jobs: list[Job], sizes: dict[str, int], workers: int, keys: Callable[[str], str]
+) -> tuple[Iterator[Batch], list[dict[str, Any]]]:
+    """`jobs` as batches of files read as they are handed out, and the list their unreadable
+    files are added to (path and error) as that happens."""
+    total = sum(sizes.get(job[1], 0) for job in jobs)
+    target = max(MIN_BATCH_BYTES, min(BATCH_BYTES, total // (workers * BATCHES_PER_WORKER)))
+    unreadable: list[dict[str, Any]] = []
+
+    def read() -> Iterator[Batch]:
+        batch: Batch = []
+        size = 0
+        for real, rel, budget in jobs:
+            size += sizes.get(rel, 0)
+            try:
+                batch.append((rel, read_regular(real), budget, keys(rel)))
+            except OSError as exc:
+                unreadable.append({"path": rel, "error": exc.strerror or str(exc)})
+            if size >= target or len(batch) >= BATCH_FILES:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
+    return read(), unreadable
+
+
+def chunk_batch(cache: str, files: Batch) -> list[dict[str, Any]]:
+    """On a worker: chunk each (path, bytes, budget, cache key); its machine's cache first."""
+    from copilot_cli.core.artifacts import write_bytes
+
+    out = []
+    for rel, data, budget, key in files:
+        entry = Path(cache) / f"{key}.json" if key else None
+        result = cache_entry(entry) if entry is not None and entry.is_file() else None
+        if result is None:
+            result = chunk_bytes(data, rel, budget)
+            if entry is not None:
+                with contextlib.suppress(OSError):
+                    write_bytes(entry, cache_bytes(result))
+        out.append({"path": rel, "result": result})
+    return out
 
 
 def chunk_bytes(data: bytes, rel: str, budget: int) -> dict[str, Any]:

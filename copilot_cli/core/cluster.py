@@ -5,10 +5,12 @@ asks for it. A target is `local` (a Ray instance started on this machine for the
 after it), `auto` (the cluster this machine belongs to, as `ray start` set it up) or an address
 (`HOST:PORT` of a head node, or `ray://HOST:PORT` for Ray Client).
 
-Work goes out as tasks whose results come back to the caller, which writes every artifact
-itself: workers need no shared filesystem for outputs, and the merge is the one a local run
-does. Tasks and actors are retried by Ray when a worker dies (`RETRIES`); every unit of work
-is a pure function of its inputs, so a retried one returns the same bytes.
+Work reaches the cluster only through `core/executor.py` (`OnRay`): actors each hold one
+worker, units go to the least loaded one, and results come back to the caller, which writes
+every artifact itself: workers need no shared filesystem for outputs, and the merge is the one
+a local run does. Actors are restarted and their calls retried by Ray when a worker dies
+(`RETRIES`); every unit of work is a pure function of its inputs, so a retried one returns the
+same bytes.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from copilot_cli.core import progress
 from copilot_cli.core.errors import InputError
 
 INSTALL_HINT = 'Ray is not installed here: pip install -e ".[ray]" (or make ray-env)'
@@ -97,22 +98,6 @@ def workers(ray: Any, *, gpus: bool = False) -> int:
     return max(1, int(resources.get("GPU" if gpus else "CPU", 1)))
 
 
-def ordered_results(
-    ray: Any, refs: Sequence[Any], description: str, weights: Sequence[float] | None = None
-) -> list[Any]:
-    """Wait for `refs`, advancing one progress bar as each finishes (by `weights`, default 1
-    each); results in the order of `refs`."""
-    weights = list(weights) if weights is not None else [1.0] * len(refs)
-    position = {ref: i for i, ref in enumerate(refs)}
-    pending = list(refs)
-    with progress.progress(description, total=sum(weights)) as bar:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                bar.advance(weights[position[ref]])
-    return ray.get(list(refs))
-
-
 def maybe_die_once() -> None:
     """Fault injection (see KILL_ONCE_ENV): SIGKILL this worker the first time only."""
     marker = os.environ.get(KILL_ONCE_ENV)
@@ -126,11 +111,6 @@ def maybe_die_once() -> None:
     import signal
 
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def remote(ray: Any, func: Callable[..., Any], **options: Any) -> Any:
-    """`func` as a Ray task retried on worker death (and on exceptions of the system)."""
-    return ray.remote(max_retries=RETRIES, **options)(func)
 
 
 def replicas(ray: Any, threads: int, *, gpus: bool, wanted: int) -> int:
@@ -151,11 +131,12 @@ def start_replicas(
     threads: int,
     *,
     gpus: bool,
-    fingerprint: str,
+    fingerprint: str | None,
     wanted: int,
 ) -> list[Any]:
     """`replicas(...)` actors of `cls(*args)` (restarted and their calls retried when a worker
-    dies), each checked to hold the model with `fingerprint` (its `fingerprint()` method)."""
+    dies), each checked to hold the model with `fingerprint` (its `fingerprint()` method) when
+    one is given."""
     count = replicas(ray, threads, gpus=gpus, wanted=wanted)
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     actor = ray.remote(
@@ -165,6 +146,8 @@ def start_replicas(
         max_task_retries=RETRIES,
     )(cls)
     actors = [actor.remote(*args) for _ in range(count)]
+    if fingerprint is None:
+        return actors
     for found in ray.get([a.fingerprint.remote() for a in actors]):
         if found != fingerprint:
             raise InputError(

@@ -39,8 +39,9 @@ from copilot_cli.kv.format import (
 )
 from copilot_cli.kv.geometry import model_geometry
 from copilot_cli.kv.options import PrefillOptions, PrefixSource
-from copilot_cli.kv.prefill import WorkItem, compute_segments
+from copilot_cli.kv.prefill import WorkItem
 from copilot_cli.kv.radix import RadixTree, Segment
+from copilot_cli.kv.units import compute
 from copilot_cli.kv.verify import VerifyReport, verify_prefixes
 
 
@@ -143,8 +144,8 @@ class _SegmentWriter:
         return value
 
     def run(self, tree: RadixTree, full_ids: dict[int, list[int]]) -> None:
-        """Every segment reused (its file intact) or computed, then written; on Ray the
-        computing is spread over actors (kv/distributed.py), the writing stays here."""
+        """Every segment reused (its file intact) or computed, then written: the computing
+        runs where the executor puts it (kv/units.py; Ray actors with --ray), the writing here."""
         segments = list(tree.segments())
         ids = [self.segment_id(s) for s in segments]
         paths = [self.options.out / SEGMENTS_DIR / f"{i}.safetensors" for i in ids]
@@ -155,12 +156,12 @@ class _SegmentWriter:
         ]
         position = {id(s): k for k, s in enumerate(segments)}
         parents = [position.get(id(s.parent), -1) for s in segments]
-        if self.options.ray is not None and any(e is None for e in existing):
-            from copilot_cli.kv.distributed import compute_on_ray
-
-            computed: Any = compute_on_ray(self.loaded, items, parents, self.options)
-        else:
-            computed = compute_segments(self.loaded.model, items, self.options.chunk_size)
+        # nothing to compute, nothing to start (a Ray cluster included)
+        computed = (
+            compute(self.loaded, items, parents, self.options)
+            if any(e is None for e in existing)
+            else ()
+        )
         for key, keys, values in computed:
             self._write(segments[key], ids[key], paths[key], keys, values, full_ids)
         for segment, seg_id, path, found in zip(segments, ids, paths, existing, strict=True):

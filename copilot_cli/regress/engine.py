@@ -33,6 +33,9 @@ class Runner:
         self._plain_greedy = plain_greedy(self.model)
         self._eos = eos_ids(self.model, self.tokenizer)
 
+    def fingerprint(self) -> str:
+        return self.loaded.model_fingerprint
+
     def _tensor(self, ids: tuple[int, ...] | list[int]) -> torch.Tensor:
         return torch.tensor([list(ids)], device=self.device)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -13,6 +14,7 @@ from copilot_cli import __version__
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
 from copilot_cli.core.errors import ArtifactError, InputError, Interrupted
+from copilot_cli.core.executor import Work, open_executor
 from copilot_cli.core.models import LoadedModel, context_length, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.outputs import claim_file
@@ -32,7 +34,7 @@ from copilot_cli.regress.results import (
     VariantResult,
 )
 from copilot_cli.regress.tally import Tally, tallies_of
-from copilot_cli.regress.units import CaseSet, Record, plan_units, score_unit
+from copilot_cli.regress.units import CaseSet, Record, Unit, plan_units, score, score_worker
 from copilot_cli.regress.variants import VariantSpec
 
 NULL_CONTROL = VariantSpec(name="null-control", components=())
@@ -234,14 +236,8 @@ def _score(
     if task is not None:
         task.update(total=total)
     records: dict[tuple[str, int], Record] = {}
-    if runner.options.ray is None:
-        results: Any = ((unit, score_unit(runner, unit, writer)) for unit in units)
-    else:
-        from copilot_cli.regress.distributed import score_on_ray
-
-        results = score_on_ray(runner, units, writer)
     try:
-        for unit, scored in results:
+        for unit, scored in _scored(runner, units, writer):
             records.update(((name, index), record) for name, index, record in scored)
             if task is not None:
                 task.advance(unit.size)
@@ -257,6 +253,38 @@ def _score(
             on_part(lambda: tallies, said, now=True)
         raise Interrupted(said) from None
     return tallies_of(sets, specs, records, runner.tokenizer)
+
+
+def _scored(
+    runner: Runner, units: list[Unit], writer: BaselineWriter | None
+) -> Iterator[tuple[Unit, list[tuple[str, int, Record]]]]:
+    """(unit, its records) for every unit in order, scored here or on Ray actors; the model
+    time and the baseline tensors of units scored elsewhere added to this run's."""
+    threads = torch.get_num_threads()
+    topk = writer.topk if writer is not None else None
+    forward, metric = runner.forward_seconds, runner.metric_seconds
+    with open_executor(runner.options.ray) as executor:
+        work = Work(
+            f"scoring {sum(unit.size for unit in units)} cases",
+            [(unit, topk) for unit in units],
+            score_worker,
+            score,
+            (runner.options, threads),
+            here=runner,
+            fingerprint=runner.fingerprint(),
+            weight=lambda job: float(job[0].size),
+            threads=threads,
+            gpus=str(runner.options.model.device).startswith("cuda"),
+            max_workers=len(units),
+        )
+        for unit, scored in zip(units, executor.map(work), strict=True):
+            forward, metric = forward + scored.forward_seconds, metric + scored.metric_seconds
+            runner.forward_seconds, runner.metric_seconds = forward, metric
+            if writer is not None:
+                writer.tensors.update(scored.tensors)
+                for key, count in scored.sets.items():
+                    writer.sets[key] = max(writer.sets.get(key, 0), count)
+            yield unit, scored.records
 
 
 def _progress_note(done: int, total: int) -> str:

@@ -7,7 +7,11 @@ position. A kv set (the stored prefix + the prompt) is its own unit family.
 
 `plan_units` cuts the work into units (the batches of `forward.plan_batches`); `score_unit`
 scores one. A unit is a pure function of its inputs: this process and a Ray actor given the
-same unit compute the same records. The caller adds records to its tallies in case order.
+same unit compute the same records (core/executor.py runs them; `score_worker` builds a worker
+elsewhere, `score` runs a unit on one). What comes back is per position, not averaged: the
+caller adds the records to its tallies in case order, so every statistic is computed over the
+same values in the same order wherever units ran. A baseline being saved is written per unit
+(the same tensors, keyed by case) and merged by name.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from copilot_cli.regress.variants import VariantSpec
 
 # per variant: position metrics, base and variant top-1 ids, generation row (or None)
 Record = dict[str, tuple[PositionMetrics, torch.Tensor, torch.Tensor, Any]]
+Job = tuple["Unit", "int | None"]  # a unit, and the top-k of the baseline being saved (or None)
 
 
 @dataclass(frozen=True)
@@ -154,3 +159,39 @@ def _bases(
                 targets = torch.tensor(case.ids[case.split + 1 :])
                 writer.add(part.set_hash, index, base, targets, gen)
     return found
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A unit's records, the baseline tensors it wrote (when saving one), its model time."""
+
+    records: list[tuple[str, int, Record]]
+    tensors: dict[str, torch.Tensor]
+    sets: dict[str, int]
+    forward_seconds: float
+    metric_seconds: float
+
+
+def score_worker(options: Any, threads: int) -> Any:
+    """A worker elsewhere: the model loaded there, with the caller's thread count (the same
+    kernels, the same sums)."""
+    from copilot_cli.core.models import load_model
+    from copilot_cli.regress.engine import Runner
+
+    torch.set_num_threads(threads)
+    return Runner(load_model(options.model), options)
+
+
+def score(runner: Any, job: Job) -> Scored:
+    """One unit on `runner` (this process's, or a worker's)."""
+    unit, topk = job
+    forward, metric = runner.forward_seconds, runner.metric_seconds
+    writer = BaselineWriter(topk) if topk is not None else None
+    records = score_unit(runner, unit, writer)
+    return Scored(
+        records,
+        writer.tensors if writer else {},
+        writer.sets if writer else {},
+        runner.forward_seconds - forward,
+        runner.metric_seconds - metric,
+    )

@@ -269,7 +269,7 @@ def test_cli_variant_for_another_model_exit_2(runner, artifacts, tiny_llama_dir)
 def test_ctrl_c_says_what_was_finished_and_leaves_a_partial_report(runner, monkeypatch, tmp_path):
     import copilot_cli.regress.runner as regress_runner
 
-    real, calls = regress_runner.score_unit, []
+    real, calls = regress_runner.score, []
 
     def interrupted_on_the_third(*args, **kwargs):
         calls.append(1)
@@ -277,7 +277,7 @@ def test_ctrl_c_says_what_was_finished_and_leaves_a_partial_report(runner, monke
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(regress_runner, "score_unit", interrupted_on_the_third)
+    monkeypatch.setattr(regress_runner, "score", interrupted_on_the_third)
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(
         "".join(f'{{"prompt": "def f{i}(x):\\n    return x + {i}"}}\n' for i in range(5))

@@ -1,8 +1,10 @@
-"""prefill-kv on a Ray cluster: subtrees of the radix tree prefilled by actors.
+"""prefill-kv as units of work: subtrees of the radix tree, run here or by Ray actors
+(core/executor.py).
 
-The tree is cut at the shallowest depth that gives every actor a subtree (a unit). Segments
-above the cut (the trunk: the shared role and rules, usually) are needed by every unit below
-them. Two ways to give a unit its parent chain's cache:
+The tree is cut at the shallowest depth that gives every worker a subtree (a unit); with one
+worker the units are the trees of the roots. Segments above the cut (the trunk: the shared role
+and rules, usually) are needed by every unit below them. Two ways to give a unit its parent
+chain's cache:
 
 - ship: this process computes the trunk once and sends each unit the keys/values of its
   chain (bytes moved: the trunk's KV, once per unit);
@@ -11,7 +13,7 @@ them. Two ways to give a unit its parent chain's cache:
 
 benchmarks/bench_ray.py measures both; `ship` is the default (TRUNK). Either way a segment is
 computed from exactly the cache a local run would hold (the same numbers), its keys and values
-come back here, and this process writes every file: byte-identical to a local run.
+come back here, and this process writes every file: byte-identical wherever it ran.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import torch
 
-from copilot_cli.core import cluster
+from copilot_cli.core.executor import Work, open_executor
 from copilot_cli.core.models import LoadedModel
 from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.kv.prefill import WorkItem, compute_segments
@@ -30,24 +32,35 @@ TRUNK = "ship"
 Computed = tuple[int, list[torch.Tensor], list[torch.Tensor]]
 
 
+Unit = tuple[list[WorkItem], Any, int]  # items, the cache they start from, chunk size
+
+
 class Prefiller:
-    """One model replica on a Ray worker."""
+    """A worker's model; `detach` copies results out of the cache (they travel elsewhere)."""
 
-    def __init__(self, options: PrefillOptions, threads: int) -> None:
-        from copilot_cli.core.models import load_model
-
-        torch.set_num_threads(threads)  # the caller's: kernels split their sums the same way
-        self.loaded = load_model(options.model_spec())
+    def __init__(self, loaded: LoadedModel, detach: bool) -> None:
+        self.loaded = loaded
+        self.detach = detach
 
     def fingerprint(self) -> str:
         return self.loaded.model_fingerprint
 
-    def compute(self, items: list[WorkItem], initial: Any, chunk_size: int) -> list[Computed]:
-        cluster.maybe_die_once()
-        return [
-            (key, [k.clone() for k in keys], [v.clone() for v in values])  # not the cache's storage
-            for key, keys, values in compute_segments(self.loaded.model, items, chunk_size, initial)
-        ]
+
+def prefill_worker(options: PrefillOptions, threads: int) -> Prefiller:
+    """A worker elsewhere: the model loaded there, as many threads as the caller's (kernels
+    split their sums the same way)."""
+    from copilot_cli.core.models import load_model
+
+    torch.set_num_threads(threads)
+    return Prefiller(load_model(options.model_spec()), detach=True)
+
+
+def compute_unit(worker: Prefiller, unit: Unit) -> Iterator[Computed]:
+    items, initial, chunk_size = unit
+    for key, keys, values in compute_segments(worker.loaded.model, items, chunk_size, initial):
+        if worker.detach:  # not the cache's storage
+            keys, values = [k.clone() for k in keys], [v.clone() for v in values]
+        yield key, keys, values
 
 
 def plan(parents: list[int], workers: int) -> tuple[list[int], list[list[int]]]:
@@ -83,49 +96,47 @@ def _chain(key: int, parents: list[int]) -> list[int]:
     return chain[::-1]
 
 
-def compute_on_ray(
+def compute(
     loaded: LoadedModel, items: list[WorkItem], parents: list[int], options: PrefillOptions
 ) -> Iterator[Computed]:
-    """(key, keys, values) of every item not known, computed by actors (the trunk here)."""
-    assert options.ray is not None
+    """(key, keys, values) of every item not known: the trunk here, the units where the
+    executor runs them (here, streamed, or on Ray actors)."""
     threads = torch.get_num_threads()
     gpus = str(options.model.device).startswith("cuda")
-    with cluster.session(options.ray) as ray:
-        trunk, units = plan(parents, cluster.replicas(ray, threads, gpus=gpus, wanted=len(items)))
+    with open_executor(options.ray) as executor:
+        trunk, units = plan(parents, executor.workers(threads, gpus))
         known = {k: items[k].known for k in trunk if items[k].known is not None}
-        out: list[Computed] = []
-        if TRUNK == "ship":
+        if trunk and TRUNK == "ship":
             trunk_items = [items[k] for k in trunk]
             for key, keys, values in compute_segments(
                 loaded.model, trunk_items, options.chunk_size
             ):
                 known[key] = (keys, values)
-                out.append((key, keys, values))
+                yield key, keys, values
         # a unit runs when something in it (or, recomputing, in its chain) is not on disk
         scope = (lambda u: u) if TRUNK == "ship" else (lambda u: u + _chain(u[0], parents))
         units = [u for u in units if any(items[k].known is None for k in scope(u))]
-        actors = cluster.start_replicas(
-            ray,
-            Prefiller,
-            (options, threads),
-            threads,
-            gpus=gpus,
-            fingerprint=loaded.model_fingerprint,
-            wanted=len(units),
-        )
-        count = len(actors)
         unclaimed = set(trunk)  # recompute: a trunk segment is emitted by the first unit below
-        refs = [
-            actors[n % count].compute.remote(
-                *_unit_call(unit, items, parents, known, unclaimed), options.chunk_size
-            )
-            for n, unit in enumerate(units)
-        ]
-        weights = [sum(len(items[k].token_ids) for k in unit) for unit in units]
-        description = f"prefilling {len(units)} subtrees on {count} Ray actors"
-        for result in cluster.ordered_results(ray, refs, description, weights):
-            out.extend(result)
-    return iter(sorted(out, key=lambda c: c[0]))
+        calls = (
+            (*_unit_call(unit, items, parents, known, unclaimed), options.chunk_size)
+            for unit in units
+        )
+        work = Work(
+            f"prefilling {len(units)} subtrees",
+            calls,
+            prefill_worker,
+            compute_unit,
+            (options, threads),
+            here=Prefiller(loaded, detach=False),
+            fingerprint=loaded.model_fingerprint,
+            weight=lambda call: float(sum(len(item.token_ids) for item in call[0])),
+            total=float(sum(len(items[k].token_ids) for unit in units for k in unit)),
+            threads=threads,
+            gpus=gpus,
+            max_workers=len(units),
+        )
+        for computed in executor.map(work):
+            yield from computed
 
 
 def _unit_call(
