@@ -27,7 +27,7 @@ RAY_STAMP := $(RAY_VENV)/.installed
 REAL_MODELS ?= $(or $(COPILOT_OPT_REAL_MODELS),$(HOME)/.cache/copilot-opt-real-models)
 REAL_STAMP  := $(REAL_MODELS)/READY.json
 
-.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray real-models test-real test-install
+.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray real-models test-real test-install test-slow
 
 help:
 	@echo "make test   - create .venv, install, run the test suite (what CI runs)"
@@ -42,6 +42,7 @@ help:
 	@echo "make test-ray  - the Ray tests (a local Ray cluster, in .venv-ray)"
 	@echo "make real-models - fetch + prepare SmolLM2-135M and production tokenizers (cached)"
 	@echo "make test-real   - the tests on those real instruments"
+	@echo "make test-slow   - the slow tests (fault drills, model-guided search; CI runs them)"
 	@echo "make test-install - the wheel built, installed apart, and run from elsewhere"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -94,6 +95,9 @@ format: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -m "not slow and not real and not install" -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m "slow and not real and not install" -q -p no:cacheprovider
 
 test-install: $(STAMP)
 	$(BIN)/python -m pytest -m install -q -p no:cacheprovider tests/test_install.py

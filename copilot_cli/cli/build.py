@@ -7,8 +7,9 @@ from typing import Annotated
 
 from rich.table import Table
 
-from copilot_cli.cli.common import JsonOpt, cell, handle_errors, note, option, print_json, warn
+from copilot_cli.cli.common import JsonOpt, cell, note, option, print_json, warn
 from copilot_cli.cli.common import stdout_console as console
+from copilot_cli.cli.errors import handle_errors
 
 
 @handle_errors

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from copilot_cli.cli.common import (
-    JsonOpt,
-    handle_errors,
-    key_value_table,
-    print_json,
-    stdout_console,
-)
+from copilot_cli.cli.common import JsonOpt, key_value_table, print_json, stdout_console
+from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import (
     DEFAULT_DEVICE,
     AllowDownloadOpt,

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from copilot_cli.cli.common import JsonOpt, handle_errors, note, option, print_json
+from copilot_cli.cli.common import JsonOpt, note, option, print_json
+from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 
 

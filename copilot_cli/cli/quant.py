@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json, warn
+from copilot_cli.cli.common import JsonOpt, option, print_json, warn
+from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
 from copilot_cli.paths import DEFAULT_PROMPTS
 

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-from copilot_cli.cli.common import handle_errors, option
+from copilot_cli.cli.common import option
+from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import (
     DEFAULT_DEVICE,
     AllowDownloadOpt,

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from copilot_cli.cli.common import handle_errors, option
+from copilot_cli.cli.common import option
+from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ModelOpt
 
 

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from copilot_cli.cli.common import JsonOpt, handle_errors, option, print_json
+from copilot_cli.cli.common import JsonOpt, option, print_json
+from copilot_cli.cli.errors import handle_errors
 
 
 @handle_errors

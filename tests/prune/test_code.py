@@ -100,6 +100,7 @@ def test_code_output_has_no_new_syntax_error(shipped, language, rate, method):
         assert parses(head + found.completion, language)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", sorted(SAMPLES))
 def test_search_mixes_stay_valid_code(shipped, language):
     # a mix joins parts of different patterns, each checked only with its own removals
@@ -180,6 +181,7 @@ def test_large_definitions_are_split_into_members():
             assert chain[-1].start <= statement[0] and statement[1] <= chain[-1].end
 
 
+@pytest.mark.slow
 def test_parse_checks_stay_local_on_a_long_file(shipped, monkeypatch):
     """Each statement removal is checked on the definition it lies in, not the whole file, so
     the work grows linearly with the input."""

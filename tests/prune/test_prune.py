@@ -27,7 +27,17 @@ def shipped():
     return load_model(ModelSpec())
 
 
-@pytest.mark.parametrize("method", ["entropy", "attention", "hybrid", "ewma", "spread", "search"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "entropy",
+        "attention",
+        "hybrid",
+        "ewma",
+        "spread",
+        pytest.param("search", marks=pytest.mark.slow),
+    ],
+)
 @pytest.mark.parametrize("rate", [0.5, 0.33])
 def test_rate_is_met_within_5_percent(shipped, method, rate):
     result = prune_text(PruneOptions(text=PROSE, rate=rate, method=method), shipped)
@@ -249,6 +259,7 @@ def test_probe_measures_what_a_text_moves_and_reuses_shared_prefixes_exactly(shi
     assert probe.divergence(LONG_CODE[-300:]) > max(reused, near)  # losing most moves most
 
 
+@pytest.mark.slow
 def test_search_mixes_spread_patterns_to_move_the_models_predictions_least(shipped):
     options = PruneOptions(text=LONG_CODE, rate=0.33, method="search")
     result = prune_text(options, shipped)
@@ -280,6 +291,7 @@ def _spread_patterns(loaded, text, rate):
     return [attempt(k / PATTERNS).text for k in range(PATTERNS)]
 
 
+@pytest.mark.slow
 def test_search_fits_texts_longer_than_the_models_context(tiny_llama_dir):
     loaded = load_model(ModelSpec(str(tiny_llama_dir)))  # 512 positions
     assert len(encode_with_offsets(loaded.tokenizer, LONG_CODE)[0]) > 1000  # > 512 - 64
