@@ -24,10 +24,13 @@ cores, twice with its floor), and chunk and prune do not depend on the model's s
 needs only the tokenizer, prune's cost is one forward like prefill's).
 
 Memory: peak RSS of the process (VmHWM) over the model's bytes on disk, and the peak of its
-anonymous memory (RssAnon, sampled every 20 ms): safetensors are memory-mapped, so RSS counts
+anonymous memory (RssAnon, sampled every 5 ms): safetensors are memory-mapped, so RSS counts
 file pages the kernel can drop; anonymous memory is what the command really holds. Goals
 (the scale issue): quantize with its fidelity check <= 1.3x the model's bytes; verify <= 1.2x
-the prefill; regress <= 1.2x its minimum work.
+the prefill; regress <= 1.2x its minimum work. Each quantize runs QUANT_RUNS times (the peak
+moves from run to run by when the allocator returns memory); the highest peak is judged.
+
+`BENCH_SCALE_ONLY=quantize python benchmarks/bench_scale.py 0.5B` runs the quantize rows alone.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit
@@ -55,6 +59,8 @@ SHAPES = {
 }  # fmt: skip
 VARIANTS = "q8=quant={q8} cached=kv={kv} i8=kv-dtype=int8"
 MODEL_WORK_ONLY_AT = ("1.5B",)
+QUANT_RUNS = 3
+ONLY = os.environ.get("BENCH_SCALE_ONLY", "")
 
 
 def build(shape: str) -> Path:
@@ -104,7 +110,7 @@ def measure(args: list[str], env: dict[str, str] | None = None) -> dict[str, flo
             anon = max(anon, int(fields["RssAnon"].split()[0]) * 1024)
         except (OSError, KeyError, ValueError):
             pass
-        time.sleep(0.02)
+        time.sleep(0.005)
     out, err = process.communicate()
     wall = time.perf_counter() - started
     if process.returncode not in (0, 1):
@@ -193,7 +199,7 @@ minimum_work_seconds(loaded, RegressOptions(variants={variants!r}))
 def run_shape(shape: str, work: Path) -> list[dict]:
     model = str(build(shape))
     model_bytes = size_of(Path(model))
-    bundle, kv, q8, q4 = work / "bundle", work / "kv", work / "q8", work / "q4"
+    bundle, kv, q8 = work / "bundle", work / "kv", work / "q8"
     text = ROOT / "copilot_cli" / "regress" / "runner.py"
     rows = []
 
@@ -202,6 +208,9 @@ def run_shape(shape: str, work: Path) -> list[dict]:
                      "out_bytes": size_of(out) if out is not None and out.exists() else 0,
                      "model_bytes": model_bytes, "peer_name": peer_name})  # fmt: skip
 
+    if ONLY == "quantize":
+        _quantize_rows(model, work, row)
+        return rows
     ours, peer = alternating(cli("model-info", "-m", model, "--json"),
                              plain(PLAIN_LOAD.format(model=model)))  # fmt: skip
     row("model-info", ours, peer, None, "transformers load (median of 4 alternating runs)")
@@ -222,11 +231,7 @@ def run_shape(shape: str, work: Path) -> list[dict]:
     verify = measure(cli("prefill-kv", str(bundle), "-o", str(work / "kv-v"), "-m", model,
                          "--verify"))  # fmt: skip
     row("prefill-kv --verify", verify, prefill, work / "kv-v", "prefill-kv without --verify")
-    for bits, out in (("8", q8), ("4", q4)):
-        row(f"quantize --bits {bits}",
-            measure(cli("quantize", "-m", model, "--bits", bits, "-o", str(out))),
-            measure(plain(PLAIN_QUANT.format(model=model, out=str(work / f"plain{bits}.st")))),
-            out, "per-row absmax INT8 in torch")  # fmt: skip
+    _quantize_rows(model, work, row)
     if shape in MODEL_WORK_ONLY_AT:
         return rows  # regress, prune and chunk at 1.5B: see the docstring
     variants = tuple(VARIANTS.format(q8=q8, kv=kv).split())
@@ -245,6 +250,20 @@ def run_shape(shape: str, work: Path) -> list[dict]:
                                           suffixes=(".py",)))),
         work / "chunks.jsonl", "tokenizer encode of every file")  # fmt: skip
     return rows
+
+
+def _quantize_rows(model: str, work: Path, row: Any) -> None:
+    for bits in ("8", "4"):
+        out = work / f"q{bits}"
+        runs = [
+            measure(cli("quantize", "-m", model, "--bits", bits, "-o", str(out)))
+            for _ in range(QUANT_RUNS)
+        ]
+        worst = max(runs, key=lambda r: r["anon"])
+        worst["anon_runs"] = [r["anon"] for r in runs]
+        row(f"quantize --bits {bits}", worst,
+            measure(plain(PLAIN_QUANT.format(model=model, out=str(work / f"plain{bits}.st")))),
+            out, "per-row absmax INT8 in torch")  # fmt: skip
 
 
 def _verify_own(rows: list[dict], r: dict, memory: str) -> tuple[dict, dict, str]:
@@ -292,7 +311,9 @@ def report(rows: list[dict]) -> None:
                 "x",
                 goal="ours <= 1.3x the model's bytes",
                 passed=ratio <= 1.3,
-                note=f"peak RSS {ours['rss'] / mb:.2f}x (file pages of the mapped model count)",
+                note=f"highest of {len(ours['anon_runs'])} runs "
+                f"({', '.join(f'{a / mb:.2f}x' for a in ours['anon_runs'])}); peak RSS "
+                f"{ours['rss'] / mb:.2f}x (file pages of the mapped model count)",
             )
 
 

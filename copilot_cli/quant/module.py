@@ -85,12 +85,11 @@ class QuantizedLMHead(nn.Module):
         self.out_features = embedding.num_embeddings
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        pieces = []
+        # written in place block by block: never the blocks and their concatenation at once
+        logits = hidden.new_empty((*hidden.shape[:-1], self.out_features))
         for start in range(0, self.out_features, self.block_rows):
-            ids = torch.arange(
-                start, min(start + self.block_rows, self.out_features), device=hidden.device
-            )
+            end = min(start + self.block_rows, self.out_features)
+            ids = torch.arange(start, end, device=hidden.device)
             weight = self.embedding.lookup(ids).to(hidden.dtype)
-            pieces.append(hidden @ weight.T)
-        logits = torch.cat(pieces, dim=-1)
+            logits[..., start:end] = hidden @ weight.T
         return logits if self.bias is None else logits + self.bias

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from copilot_cli.core.heap import release_free_memory
 from copilot_cli.core.metrics import Accumulator, compare_logits
 from copilot_cli.quant.apply import swapped_embeddings
 from copilot_cli.quant.module import QuantizedEmbedding
 from copilot_cli.quant.results import FidelityReport
 
 SQNR_CAP_DB = 200.0  # an exact row has infinite SQNR; report it as this
+TRIM_ROWS = 16384  # row_errors hands freed memory back after this many rows
 
 
 def row_errors(
-    original: torch.Tensor, module: QuantizedEmbedding, block_rows: int = 4096
+    original: torch.Tensor, module: QuantizedEmbedding, block_rows: int = 1024
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row SQNR (dB) and cosine similarity of the served rows vs the original float rows."""
     sqnr, cosine = [], []
@@ -39,12 +42,16 @@ def row_errors(
         )
         sqnr.append(db)
         cosine.append(cos)
+        if start % TRIM_ROWS == 0:
+            release_free_memory()
     return torch.cat(sqnr), torch.cat(cosine)
 
 
-# positions compared at once: the float32 log-probabilities of a block of a 152k vocabulary
-# are 39 MB, of a whole 512-token prompt 311 MB (and the comparison holds several)
+# positions the head projects at once (each projection reads the whole table) and positions
+# compared at once: the comparison holds about seven float64 [positions, vocab] tensors, 545 MB
+# for 64 positions of a 152k vocabulary, 68 MB for 8
 FIDELITY_BLOCK = 64
+COMPARE_ROWS = 8
 
 
 @torch.no_grad()
@@ -56,7 +63,12 @@ def logit_fidelity(
     head: Any,
     max_tokens: int = 512,
 ) -> FidelityReport:
-    """Mean KL(base ‖ quantized) and same-top-1 over every position of every prompt."""
+    """Mean KL(base ‖ quantized) and same-top-1 over every position of every prompt.
+
+    Each forward keeps the decoder's last hidden states and the head runs on a block of
+    positions at a time, so no prompt's full logits (155 MB for 512 positions of a 152k
+    vocabulary in bf16, twice: base and variant) are ever held; where the model does more
+    to its logits than its head (a soft cap), the full logits are used instead."""
     from copilot_cli.core.tokens import prompt_ids
 
     device = next(model.parameters()).device
@@ -65,14 +77,18 @@ def logit_fidelity(
     acc = Accumulator()
     for item in prompts:
         ids = torch.tensor([prompt_ids(tokenizer, item["prompt"])[:max_tokens]], device=device)
-        base = model(ids).logits[0]
+        base = logit_blocks(model, ids)
         with swapped_embeddings(model, module, head):
-            variant = model(ids).logits[0]
+            variant = logit_blocks(model, ids)
         targets = ids[0, 1:].cpu()
-        for start in range(0, len(targets), FIDELITY_BLOCK):  # float32 copies a block at a time
+        for start in range(0, len(targets), FIDELITY_BLOCK):
             end = min(start + FIDELITY_BLOCK, len(targets))
-            pair = base[start:end].cpu(), variant[start:end].cpu()
-            acc.add(compare_logits(*pair, targets[start:end]))
+            pair = base(start, end).cpu(), variant(start, end).cpu()
+            for row in range(0, end - start, COMPARE_ROWS):
+                rows = slice(row, row + COMPARE_ROWS)
+                acc.add(compare_logits(pair[0][rows], pair[1][rows], targets[start:end][rows]))
+            del pair
+            release_free_memory()
         del base, variant
     summary = acc.summary()
     return FidelityReport(
@@ -84,3 +100,40 @@ def logit_fidelity(
         same_top1=summary.same_top1,
         ppl_ratio=summary.ppl_ratio,
     )
+
+
+@dataclass(frozen=True)
+class LogitBlocks:
+    """The logits of one forward, made a block of positions at a time from the decoder's last
+    hidden states by the head (`whole` is None), or sliced from the whole logits where the
+    model does more than its head (`whole` holds them)."""
+
+    hidden: torch.Tensor
+    head: Any
+    whole: torch.Tensor | None
+
+    def __call__(self, start: int, end: int) -> torch.Tensor:
+        if self.whole is not None:
+            return self.whole[start:end]
+        return self.head(self.hidden[start:end])
+
+
+def logit_blocks(model: Any, ids: torch.Tensor) -> LogitBlocks:
+    """One forward of `ids` that computes only the last position's logits and keeps the
+    decoder's hidden states. The head on the last position must give exactly the model's own
+    logits there, else the model post-processes its logits (a soft cap) and the whole logits
+    are computed (and held) the usual way."""
+    captured: dict[str, torch.Tensor] = {}
+
+    def grab(_module: Any, _args: Any, output: Any) -> None:
+        captured["hidden"] = output[0] if isinstance(output, tuple) else output.last_hidden_state
+
+    handle = model.get_decoder().register_forward_hook(grab)
+    try:
+        last = model(ids, logits_to_keep=1).logits[0, -1]
+    finally:
+        handle.remove()
+    hidden, head = captured["hidden"][0], model.get_output_embeddings()
+    if torch.equal(head(hidden[-1:])[0], last):
+        return LogitBlocks(hidden, head, None)
+    return LogitBlocks(hidden, head, model(ids).logits[0])

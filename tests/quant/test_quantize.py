@@ -238,3 +238,35 @@ def test_worst_rows_name_rows_past_the_tokenizer_as_no_token():
     tokenizer = load_tokenizer(SHIPPED_MODEL)
     assert _token_text(tokenizer, len(tokenizer) + 5) == "<no token>"
     assert _token_text(tokenizer, 5) == tokenizer.convert_ids_to_tokens(5)
+
+
+@torch.no_grad()
+def test_fidelity_logits_come_a_block_at_a_time_and_match_the_models_own():
+    from copilot_cli.quant.report import logit_blocks
+
+    loaded = load_model(ModelSpec())
+    ids = torch.tensor([list(range(5, 205))])
+    full = loaded.model(ids).logits[0]
+    blocks = logit_blocks(loaded.model, ids)
+    assert blocks.whole is None  # no prompt-long logits held
+    got = torch.cat([blocks(s, min(s + 64, 200)) for s in range(0, 200, 64)])
+    # the same head on fewer rows: equal up to the matrix product's rounding
+    torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
+
+
+@torch.no_grad()
+def test_fidelity_uses_the_whole_logits_when_the_model_post_processes_them():
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    from copilot_cli.quant.report import logit_blocks
+
+    torch.manual_seed(0)
+    config = Gemma2Config(
+        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, final_logit_softcapping=0.5,
+    )  # fmt: skip
+    model = Gemma2ForCausalLM(config).eval()
+    ids = torch.tensor([list(range(3, 40))])
+    blocks = logit_blocks(model, ids)
+    assert blocks.whole is not None  # the soft cap is not in the head
+    assert torch.equal(blocks(0, 37), model(ids).logits[0])
