@@ -5,6 +5,8 @@ served from the files, outputs token-identical to vLLM computing everything itse
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests_vllm.conftest import REPO, generate, make_engine, stop
@@ -68,3 +70,49 @@ def test_smollm2_prefixes_served_from_the_files_token_identically(smollm2_prepar
         assert b.num_cached_tokens == 0
         served += a.num_cached_tokens
     assert served > 0
+
+
+def test_smollm2_served_stack_passes_regress_and_top_k_kl_is_within_5_percent(
+    smollm2_prepared, tmp_path
+):
+    """regress --engine vllm on SmolLM2: vLLM itself and the connector pass; a checkpoint with
+    two MLPs disturbed fails, and the default top-k KL (1,024 ids) is within 5% of the exact
+    KL (the full 49,152-token vocabulary) on the same engine."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from copilot_cli import ModelSpec
+    from copilot_cli.regress import RegressOptions, run_regress
+
+    model = smollm2_prepared["model"]
+    damaged = Path(shutil.copytree(model, tmp_path / "damaged"))
+    tensors = load_file(damaged / "model.safetensors")
+    generator = torch.Generator().manual_seed(0)
+    for layer in (10, 20):
+        name = f"model.layers.{layer}.mlp.down_proj.weight"
+        noise = torch.randn(tensors[name].shape, generator=generator).to(tensors[name].dtype)
+        tensors[name] = tensors[name] + noise * tensors[name].float().std() * 0.15
+    save_file(tensors, damaged / "model.safetensors", metadata={"format": "pt"})
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join((REPO / "sample_data" / "prompts.jsonl").open().readlines()[:6]))
+    options = RegressOptions(
+        prompts=prompts,
+        variants=(
+            "served=vllm=default",
+            f"connector=kv={smollm2_prepared['kv']}",
+            f"exact=vllm=model:{damaged},logprobs:full",
+            f"topk=vllm=model:{damaged},logprobs:1024",
+        ),
+        engine="vllm",
+        gen_tokens=4,
+        max_tokens=48,
+        model=ModelSpec(str(model)),
+    )
+    found = {v.name: v for v in run_regress(options).variants}
+    assert found["served"].failures == [], found["served"].failures
+    assert found["connector"].failures == [], found["connector"].failures
+    assert found["exact"].failures and found["topk"].failures
+    exact, topk = found["exact"].summary.kl_mean, found["topk"].summary.kl_mean
+    assert 0.95 * exact <= topk <= exact * (1 + 1e-9), (topk, exact)

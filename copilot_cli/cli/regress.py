@@ -31,7 +31,14 @@ THRESHOLDS = ("max_mean_kl", "min_same_top1", "max_prompt_kl")  # + allow_lax
 def regress_command(
     variants: Annotated[
         list[str] | None,
-        option("--variant", "-v", help="NAME=KIND=ARG[+KIND=ARG] (quant, kv, kv-dtype, prune)."),
+        option(
+            "--variant",
+            "-v",
+            help="NAME=KIND=ARG[+KIND=ARG] (quant, kv, kv-dtype, prune; --engine vllm: vllm, kv).",
+        ),
+    ] = None,
+    engine: Annotated[
+        str | None, option("--engine", help="What computes the variants: transformers or vllm.")
     ] = None,
     model: ModelOpt = "",
     prompts: path_option("--prompts", "Prompts JSONL.") = None,
@@ -82,6 +89,7 @@ def regress_command(
             "reports": ReportPaths(json=json_file, junit=junit, markdown=markdown, html=html),
             "model": model_spec(model, device, dtype, allow_download),
             "ray": ray,
+            "engine": engine,
         },
     )
     result = run_regress(options)

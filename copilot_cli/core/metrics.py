@@ -101,6 +101,72 @@ def compare_topk(
     )
 
 
+@dataclass(frozen=True)
+class SparseLogprobs:
+    """A variant known at a few token ids per position (an engine's top-k log-probabilities,
+    sorted best first, each row's target among them): `ids` and `logprobs` [positions, k],
+    columns past a row's own count padded with id -1 and log-probability -inf."""
+
+    ids: torch.Tensor
+    logprobs: torch.Tensor
+    cap: torch.Tensor | None = None  # per row: no unlisted id has a higher log-probability
+
+    def argmax(self, dim: int = -1) -> torch.Tensor:
+        """The variant's own top-1 token per position (its first column)."""
+        return self.ids[:, 0]
+
+
+def compare_sparse(
+    base: torch.Tensor, variant: SparseLogprobs, targets: torch.Tensor
+) -> PositionMetrics:
+    """Metrics of full base logits against a variant known at the ids it lists (S).
+
+    KL is Σ over S of p (log p − log q) plus a lower bound for the ids outside S: the larger
+    of one "rest" bucket, p_rest log(p_rest / q_rest) (log-sum inequality), and, where the
+    variant's `cap` is known (S holds its top-k, so no other q exceeds the k-th),
+    Σ p log p − p_rest log cap over those ids. A lower bound of the full KL, equal to it when S
+    covers the vocabulary.
+    same-top-1 and top-5 overlap are exact (the variant's own best ids lead S); Δp uses
+    q[argmax p] where that token is in S, else the least q in S (an upper bound of it).
+    """
+    log_p = torch.log_softmax(base.double(), dim=-1)
+    ids, known = variant.ids.long(), variant.ids >= 0
+    safe = ids.clamp_min(0)
+    log_q = torch.where(
+        known, variant.logprobs.double(), torch.full_like(safe, -math.inf, dtype=torch.float64)
+    )
+    log_p_s = torch.where(known, log_p.gather(1, safe), torch.full_like(log_q, -math.inf))
+    p_s, q_s = log_p_s.exp(), log_q.exp()
+    p_rest = (1 - p_s.sum(-1)).clamp_min(0.0)
+    q_rest = (1 - q_s.sum(-1)).clamp_min(1e-12)
+    inside = torch.where(known, p_s * (log_p_s - log_q), torch.zeros_like(p_s)).sum(-1)
+    rest = p_rest * (p_rest.clamp_min(1e-300).log() - q_rest.log())
+    if variant.cap is not None:
+        outside = torch.special.xlogy(log_p.exp(), log_p.exp()).sum(-1)
+        outside = outside - torch.special.xlogy(p_s, p_s).sum(-1)
+        rest = torch.maximum(rest, outside - p_rest * variant.cap.double())
+    rest = torch.where(p_rest > 1e-9, rest, 0.0)
+    rows = torch.arange(base.shape[0])
+    top_base = log_p.argmax(-1)
+    hit = (ids == top_base.unsqueeze(-1)) & known
+    least = torch.where(known, q_s, torch.full_like(q_s, math.inf)).amin(-1)
+    q_top = torch.where(hit.any(-1), (q_s * hit).sum(-1), least.clamp_max(q_rest))
+    k = min(5, base.shape[-1], ids.shape[1])
+    top5_p = log_p.topk(k, dim=-1).indices
+    overlap = (top5_p.unsqueeze(-1) == ids[:, :k].unsqueeze(-2)).any(-1).double().sum(-1) / k
+    is_target = (ids == targets.long().unsqueeze(-1)) & known
+    if not bool(is_target.any(-1).all()):
+        raise ValueError("a sparse variant row does not hold its target token")
+    return PositionMetrics(
+        kl=(inside + rest).clamp_min(0.0),
+        same_top1=(top_base == ids[:, 0]).double(),
+        delta_p=q_top - log_p[rows, top_base].exp(),
+        top5_overlap=overlap,
+        nll_base=-log_p[rows, targets.long()],
+        nll_variant=-torch.where(is_target, log_q, 0.0).sum(-1),
+    )
+
+
 @dataclass
 class Summary:
     """Aggregate statistics over all scored positions."""

@@ -36,6 +36,9 @@ class Runner:
     def fingerprint(self) -> str:
         return self.loaded.model_fingerprint
 
+    def close(self) -> None:
+        """Stop what the runner started (nothing here; engines in VllmRunner)."""
+
     def _tensor(self, ids: tuple[int, ...] | list[int]) -> torch.Tensor:
         return torch.tensor([list(ids)], device=self.device)
 

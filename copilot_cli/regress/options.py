@@ -26,6 +26,7 @@ from copilot_cli.paths import DEFAULT_PROMPTS
 MAX_GEN_TOKENS = 4096
 DEFAULT_BATCH_SIZE = 4  # measured: benchmarks/bench_regress.py runs batch sizes side by side
 MAX_BATCH_SIZE = 256  # the model's context bounds it further at run time
+ENGINES = ("transformers", "vllm")
 
 # Beyond these a threshold passes nearly anything (a mean KL of 1 nat is a different model;
 # half the top-1 tokens changed is a different model): such a gate needs allow_lax, and every
@@ -118,7 +119,8 @@ class RegressOptions:
 
     Attributes:
         prompts: the prompts JSONL.
-        variants: `NAME=KIND=ARG[+KIND=ARG]` specs (kinds: quant, kv, kv-dtype, prune).
+        variants: `NAME=KIND=ARG[+KIND=ARG]` specs (kinds: quant, kv, kv-dtype,
+            prune; with engine vllm: vllm, kv).
         thresholds: the gate.
         gen_tokens: greedy tokens per continuation (0: no generation check).
         max_tokens: a prompt's own tokens (bounded by the model's context at run time).
@@ -135,6 +137,9 @@ class RegressOptions:
         model: the model to load when none is handed in.
         ray: None (this process) or a Ray target (`local`, `auto`, an address): cases are
             sharded over actors each holding a model replica; every number is the same.
+        engine: what computes the variants: `transformers` (this process) or `vllm` (the
+            served stack: vLLM with its options and our connector, needs vLLM installed);
+            the original is always the model in transformers.
     """
 
     prompts: Path = DEFAULT_PROMPTS
@@ -151,9 +156,16 @@ class RegressOptions:
     reports: ReportPaths = setting(default_factory=ReportPaths, yaml=False)
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
     ray: str | None = setting(None, yaml=False)
+    engine: str = "transformers"
 
     def __post_init__(self) -> None:
         coerce_paths(self)
+        require(self.engine in ENGINES, "engine", f"use one of {', '.join(ENGINES)}")
+        require(
+            self.engine == "transformers" or self.ray is None,
+            "ray",
+            "--engine vllm runs in this process (vLLM schedules its own work)",
+        )
         require_target(self.ray)
         require(
             bool(self.variants) or self.null_control or self.save_baseline is not None,
@@ -194,10 +206,13 @@ class RegressOptions:
         return self.parsed(check_paths=True)
 
     def parsed(self, *, check_paths: bool) -> tuple[Any, ...]:
-        from copilot_cli.regress.variants import parse_variant
+        from copilot_cli.regress.variants import ENGINE_KINDS, parse_variant
 
         try:
-            return tuple(parse_variant(v, check_paths=check_paths) for v in self.variants)
+            return tuple(
+                parse_variant(v, ENGINE_KINDS[self.engine], check_paths=check_paths)
+                for v in self.variants
+            )
         except OptionError:
             raise
         except InputError as exc:

@@ -100,7 +100,24 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
             loaded = load_model(options.model)
     _check_against_model(options, loaded)
     prompts = load_prompts(options.prompts)
-    runner = Runner(loaded, options)
+    runner = _runner(loaded, options)
+    try:
+        return _run(runner, options, loaded, prompts)
+    finally:
+        runner.close()
+
+
+def _runner(loaded: LoadedModel, options: RegressOptions) -> Runner:
+    if options.engine == "vllm":
+        from copilot_cli.regress.vllm_engine import VllmRunner
+
+        return VllmRunner(loaded, options)
+    return Runner(loaded, options)
+
+
+def _run(
+    runner: Runner, options: RegressOptions, loaded: LoadedModel, prompts: list[dict[str, Any]]
+) -> RegressResult:
     specs = [*options.specs, *([NULL_CONTROL] if options.null_control else [])]
     writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
     sets = _case_sets(runner, specs, prompts, _baseline(options, loaded, prompts), writer)

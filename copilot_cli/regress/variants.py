@@ -7,6 +7,13 @@ Kinds:
                        and head, absmax scales) and read back before continuing
     prune=OPTIONS      the first half of each prompt compressed by prune (OPTIONS: a rate such
                        as 0.5, or rate:0.5,method:ewma), the second half scored
+
+With `--engine vllm` each variant runs in vLLM and its kinds are:
+    vllm=OPTIONS       the engine and its options: `default`, or KEY:VALUE,... with keys
+                       kv-cache-dtype, dtype, quantization, model (another checkpoint of the
+                       model, e.g. a quantized one) and logprobs (`full`, or a count k: the
+                       engine's own top-k plus the target, KL over them plus a lumped rest)
+    kv=DIR             the connector serving a prefill-kv folder (the prefix comes from it)
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from copilot_cli.core.errors import InputError
 from copilot_cli.core.options import OptionError
 
 KINDS = ("quant", "kv", "kv-dtype", "prune")
+ENGINE_KINDS = {"transformers": KINDS, "vllm": ("vllm", "kv")}
+ENGINE_KEYS = ("kv-cache-dtype", "dtype", "quantization", "model", "logprobs")
 KV_DTYPES = ("float16", "bfloat16", "int8")
 
 
@@ -88,6 +97,8 @@ def parse_variant(
             raise OptionError("variants", f"kv-dtype must be one of {', '.join(KV_DTYPES)}")
         if kind == "prune":
             prune_options(arg)
+        if kind == "vllm":
+            engine_options(arg)
         if check_paths and kind in ("quant", "kv") and not Path(arg).exists():
             raise InputError(f"{kind} artifact does not exist", where=arg)
         components.append(Component(kind, arg))
@@ -181,3 +192,25 @@ def prune_options(arg: str, text: str = "") -> Any:
         return PruneOptions(text=text, **values)
     except OptionError as exc:
         raise OptionError("variants", f"prune options {arg!r}: {exc.message}") from None
+
+
+def engine_options(arg: str) -> dict[str, str]:
+    """`default` or `kv-cache-dtype:fp8,logprobs:32` -> {key: value} (keys: ENGINE_KEYS)."""
+    if arg == "default":
+        return {}
+    values: dict[str, str] = {}
+    for item in arg.split(","):
+        key, sep, value = item.partition(":")
+        if key not in ENGINE_KEYS or not sep or not value or key in values:
+            raise OptionError(
+                "variants",
+                f"vllm options {arg!r}: use default or KEY:VALUE,... with keys "
+                f"{', '.join(ENGINE_KEYS)} (each once)",
+            )
+        values[key] = value
+    logprobs = values.get("logprobs", "full")
+    if logprobs != "full" and not (logprobs.isdigit() and 1 <= int(logprobs) <= 4096):
+        raise OptionError("variants", f"vllm logprobs {logprobs!r}: use full or a count 1-4096")
+    if "model" in values and not Path(values["model"]).is_dir():
+        raise InputError("vllm model folder does not exist", where=values["model"])
+    return values

@@ -5,7 +5,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from copilot_cli.core.metrics import Accumulator, Summary, compare_logits, compare_topk
+from copilot_cli.core.metrics import (
+    Accumulator,
+    SparseLogprobs,
+    Summary,
+    compare_logits,
+    compare_sparse,
+    compare_topk,
+)
 from copilot_cli.regress.gate import Thresholds, verdict
 from copilot_cli.regress.textmetrics import bleu4, levenshtein
 
@@ -39,6 +46,48 @@ def test_topk_kl_is_a_lower_bound_and_exact_with_full_k(seed, k):
         assert torch.allclose(approx.kl, full.kl, atol=1e-5)
     assert torch.equal(approx.same_top1, full.same_top1)
     assert torch.allclose(approx.nll_base, full.nll_base, atol=1e-5)
+
+
+def _engine_topk(variant: torch.Tensor, targets: torch.Tensor, k: int) -> SparseLogprobs:
+    """What an engine returns: its own top-k log-probabilities, best first, plus the target."""
+    log_q = torch.log_softmax(variant.double(), -1)
+    values, ids = log_q.topk(k, -1)
+    ids = torch.cat([ids, torch.full((len(ids), 1), -1)], 1)
+    values = torch.cat([values, torch.full((len(ids), 1), -math.inf, dtype=values.dtype)], 1)
+    for row, target in enumerate(targets.tolist()):
+        if target not in ids[row, :k].tolist():
+            ids[row, k], values[row, k] = target, log_q[row, target]
+    return SparseLogprobs(ids, values, cap=values[:, k - 1] if k < 12 else None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 12))
+def test_sparse_variant_kl_is_a_lower_bound_and_exact_with_the_whole_vocabulary(seed, k):
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(4, 12, generator=g) * 3
+    variant = base + torch.randn(4, 12, generator=g)
+    targets = torch.randint(0, 12, (4,), generator=g)
+    full = compare_logits(base, variant, targets)
+    sparse = _engine_topk(variant, targets, k)
+    approx = compare_sparse(base, sparse, targets)
+    lumped = compare_sparse(base, SparseLogprobs(sparse.ids, sparse.logprobs), targets)
+    assert (approx.kl >= lumped.kl - 1e-12).all()  # the cap only tightens the bound
+    assert (approx.kl <= full.kl * (1 + 1e-9) + 1e-12).all()
+    if k == 12:
+        assert torch.allclose(approx.kl, full.kl, rtol=1e-9, atol=1e-12)
+        assert torch.allclose(approx.delta_p, full.delta_p, atol=1e-12)
+    assert torch.equal(approx.same_top1, full.same_top1)
+    if k >= 5:
+        assert torch.equal(approx.top5_overlap, full.top5_overlap)
+    assert torch.allclose(approx.nll_base, full.nll_base, atol=1e-12)
+    assert torch.allclose(approx.nll_variant, full.nll_variant, atol=1e-12)
+
+
+def test_a_sparse_row_without_its_target_is_refused():
+    base = torch.zeros(1, 6)
+    sparse = SparseLogprobs(torch.tensor([[0, 1]]), torch.log(torch.tensor([[0.5, 0.2]])))
+    with pytest.raises(ValueError, match="target"):
+        compare_sparse(base, sparse, torch.tensor([4]))
 
 
 def test_summary_statistics():

@@ -249,6 +249,44 @@ def test_cli_unknown_kind_and_bad_config(runner, tmp_path):
     assert "thresholds.max_mean_kll" in result.stderr and "regress.yaml:3" in result.stderr
 
 
+def test_vllm_engine_variants_are_checked_before_any_work(runner, tmp_path):
+    """--engine vllm takes vllm and kv kinds only, engine options by name, no Ray; without vLLM
+    installed (this venv) it is one line and exit 2, before a model loads."""
+    from copilot_cli.regress.variants import ENGINE_KINDS, engine_options
+
+    spec = parse_variant("fp8=vllm=kv-cache-dtype:fp8,logprobs:64", ENGINE_KINDS["vllm"])
+    assert spec.case_set == "prompts"
+    assert engine_options(spec.kind("vllm").arg) == {"kv-cache-dtype": "fp8", "logprobs": "64"}
+    both = parse_variant(f"c=vllm=default+kv={tmp_path}", ENGINE_KINDS["vllm"])
+    assert both.case_set == f"kv:{tmp_path}"
+    for bad, words in (
+        ("x=vllm=kv-cache-dtype", "KEY:VALUE"),
+        ("x=vllm=color:red", "keys kv-cache-dtype"),
+        ("x=vllm=logprobs:0", "full or a count"),
+        ("x=vllm=dtype:a,dtype:b", "each once"),
+        ("x=quant=.", "kinds: vllm, kv"),
+    ):
+        with pytest.raises(InputError, match=words):
+            parse_variant(bad, ENGINE_KINDS["vllm"])
+    with pytest.raises(InputError, match="vllm model folder does not exist"):
+        parse_variant("x=vllm=model:/no/such/model", ENGINE_KINDS["vllm"])
+    with pytest.raises(InputError, match="kinds: quant"):
+        parse_variant("x=vllm=default")  # the transformers engine has no vllm kind
+    result = runner.invoke(
+        app, ["regress", "--engine", "vllm", "--ray", "local", "-v", "a=vllm=default"]
+    )
+    assert result.exit_code == 2 and "--engine vllm runs in this process" in result.stderr
+    result = runner.invoke(app, ["regress", "--engine", "tgi", "-v", "a=vllm=default"])
+    assert result.exit_code == 2 and "transformers, vllm" in result.stderr
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        result = runner.invoke(app, ["regress", "--engine", "vllm", "-v", "a=vllm=default"])
+        assert result.exit_code == 2, result.output
+        assert "vllm is not installed here" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_cli_variant_for_another_model_exit_2(runner, artifacts, tiny_llama_dir):
     root, prompts = artifacts
     result = runner.invoke(
