@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -160,22 +159,45 @@ def test_cli_refusals_are_one_line(tmp_path):
 
 
 def test_serve_answers_over_http_from_the_restored_slot(slots, server, gguf):
-    from copilot_cli.serving.llamacpp import serve_http, tokens_of
+    """`copilot-opt serve --engine llama.cpp` as a user starts it: the answer is the computed
+    greedy continuation, and its timings say the prefix was restored."""
+    import subprocess
+    import sys
+
+    from copilot_cli.serving.llamacpp import tokens_of
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    threading.Thread(target=serve_http, args=(server, "127.0.0.1", port), daemon=True).start()
+    args = ["serve", str(slots["folder"]), "--engine", "llama.cpp", "-m", str(gguf)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "copilot_cli", *args, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     _, text = _requests(slots["root"])[0]
     body = json.dumps({"prompt": text, "n_predict": 8}).encode()
-    for _ in range(50):
-        try:
-            request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", body)
-            with urllib.request.urlopen(request, timeout=60) as response:
-                reply = json.loads(response.read())
-            break
-        except OSError:
-            time.sleep(0.1)
+    reply = None
+    try:
+        for _ in range(300):
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", body)
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    reply = json.loads(response.read())
+                break
+            except OSError:
+                assert process.poll() is None, process.stdout.read().decode()
+                time.sleep(0.1)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert reply is not None
     expected = server.complete(tokens_of(server.llm, text), 8, restore=False)
     assert reply["tokens"] == expected.tokens
     assert reply["timings"]["restored"] > 0
+    assert reply["timings"]["prompt_tokens_evaluated"] < len(tokens_of(server.llm, text))
+
+
+def test_serve_without_a_gguf_is_one_line():
+    result = CliRunner().invoke(app, ["serve", "build/kv", "--engine", "llama.cpp"])
+    assert result.exit_code == 2 and "needs --model FILE.gguf" in result.stderr
