@@ -142,8 +142,8 @@ def compare_sparse(
     inside = torch.where(known, p_s * (log_p_s - log_q), torch.zeros_like(p_s)).sum(-1)
     rest = p_rest * (p_rest.clamp_min(1e-300).log() - q_rest.log())
     if variant.cap is not None:
-        outside = torch.special.xlogy(log_p.exp(), log_p.exp()).sum(-1)
-        outside = outside - torch.special.xlogy(p_s, p_s).sum(-1)
+        p = log_p.exp()
+        outside = torch.special.xlogy(p, p).sum(-1) - torch.special.xlogy(p_s, p_s).sum(-1)
         rest = torch.maximum(rest, outside - p_rest * variant.cap.double())
     rest = torch.where(p_rest > 1e-9, rest, 0.0)
     rows = torch.arange(base.shape[0])

@@ -84,9 +84,15 @@ def prefill_slots(prefixes: dict[str, str], gguf: Path, out: Path) -> SlotIndex:
     return index
 
 
-def _compute(llm: Any, tokens: list[int]) -> None:
+def _clear(llm: Any) -> int:
+    """Forget every token of the context (Python's record and llama.cpp's memory)."""
     llm.reset()
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+    return 0
+
+
+def _compute(llm: Any, tokens: list[int]) -> None:
+    _clear(llm)
     llm.eval(tokens)
 
 
@@ -121,8 +127,7 @@ class SlotServer:
     def restore(self, tokens: list[int]) -> int:
         """Load the longest stored prefix of `tokens` into sequence 0 (0: none fits)."""
         prefix = self.index.longest(tokens)
-        self.llm.reset()
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llm.ctx), True)
+        _clear(self.llm)
         if prefix is None:
             return 0
         path = self.folder / prefix.file
@@ -144,7 +149,7 @@ class SlotServer:
         """Greedy tokens after `tokens`, the prefix restored first (or everything computed)."""
         started = time.perf_counter()
         llama_cpp.llama_perf_context_reset(self.llm.ctx)
-        restored = self.restore(tokens) if restore else self._cleared()
+        restored = self.restore(tokens) if restore else _clear(self.llm)
         out: list[int] = []
         first = 0.0
         for token in self.llm.generate(tokens, top_k=1, temp=0.0, reset=True):
@@ -155,11 +160,6 @@ class SlotServer:
                 break
         evaluated = llama_cpp.llama_perf_context(self.llm.ctx).n_p_eval
         return Completion(out, restored, int(evaluated), first)
-
-    def _cleared(self) -> int:
-        self.llm.reset()
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llm.ctx), True)
-        return 0
 
 
 def bundle_prefixes(bundle: Path | None, texts: tuple[Path, ...]) -> dict[str, str]:
