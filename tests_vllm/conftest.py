@@ -124,3 +124,20 @@ def generate(engine, prompts, max_tokens: int):
 
     params = SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
     return engine.generate(prompts, params, use_tqdm=False)
+
+
+def disturbed_copy(model: Path, dest: Path, layers: tuple[int, ...], scale: float) -> Path:
+    """A copy of `model` whose MLP down-projections of `layers` carry seeded Gaussian noise of
+    `scale` times each weight's standard deviation (a checkpoint damaged in conversion)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = Path(shutil.copytree(model, dest))
+    tensors = load_file(folder / "model.safetensors")
+    generator = torch.Generator().manual_seed(0)
+    for layer in layers:
+        name = f"model.layers.{layer}.mlp.down_proj.weight"
+        noise = torch.randn(tensors[name].shape, generator=generator).to(tensors[name].dtype)
+        tensors[name] = tensors[name] + noise * tensors[name].float().std() * scale
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder

@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests_vllm.conftest import MODEL, REPO
+from tests_vllm.conftest import MODEL, REPO, disturbed_copy
 
 PROMPTS = REPO / "sample_data" / "prompts.jsonl"
 
@@ -56,19 +55,8 @@ def reordered_kv(prepared, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def damaged_model(tmp_path_factory) -> Path:
-    """The shipped model with one MLP's weights disturbed (a checkpoint damaged in conversion)."""
-    from safetensors.torch import load_file, save_file
-
-    folder = Path(shutil.copytree(MODEL, tmp_path_factory.mktemp("models") / "damaged"))
-    weights = folder / "model.safetensors"
-    tensors = load_file(weights)
-    generator = torch.Generator().manual_seed(0)
-    for layer in (1, 2):
-        name = f"model.layers.{layer}.mlp.down_proj.weight"
-        noise = torch.randn(tensors[name].shape, generator=generator)
-        tensors[name] = tensors[name] + noise * tensors[name].std() * 2.0
-    save_file(tensors, weights, metadata={"format": "pt"})
-    return folder
+    """The shipped model with two MLPs' weights disturbed (a checkpoint damaged in conversion)."""
+    return disturbed_copy(MODEL, tmp_path_factory.mktemp("models") / "damaged", (1, 2), 2.0)
 
 
 def _regress(tmp_path: Path, variants: tuple[str, ...], count: int = 8):

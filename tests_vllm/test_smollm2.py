@@ -5,11 +5,9 @@ served from the files, outputs token-identical to vLLM computing everything itse
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests_vllm.conftest import REPO, generate, make_engine, stop
+from tests_vllm.conftest import REPO, disturbed_copy, generate, make_engine, stop
 
 GEN_TOKENS = 32
 
@@ -78,23 +76,11 @@ def test_smollm2_served_stack_passes_regress_and_top_k_kl_is_within_5_percent(
     """regress --engine vllm on SmolLM2: vLLM itself and the connector pass; a checkpoint with
     two MLPs disturbed fails, and the default top-k KL (1,024 ids) is within 5% of the exact
     KL (the full 49,152-token vocabulary) on the same engine."""
-    import shutil
-
-    import torch
-    from safetensors.torch import load_file, save_file
-
     from copilot_cli import ModelSpec
     from copilot_cli.regress import RegressOptions, run_regress
 
     model = smollm2_prepared["model"]
-    damaged = Path(shutil.copytree(model, tmp_path / "damaged"))
-    tensors = load_file(damaged / "model.safetensors")
-    generator = torch.Generator().manual_seed(0)
-    for layer in (10, 20):
-        name = f"model.layers.{layer}.mlp.down_proj.weight"
-        noise = torch.randn(tensors[name].shape, generator=generator).to(tensors[name].dtype)
-        tensors[name] = tensors[name] + noise * tensors[name].float().std() * 0.15
-    save_file(tensors, damaged / "model.safetensors", metadata={"format": "pt"})
+    damaged = disturbed_copy(model, tmp_path / "damaged", (10, 20), 0.15)
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join((REPO / "sample_data" / "prompts.jsonl").open().readlines()[:6]))
     options = RegressOptions(

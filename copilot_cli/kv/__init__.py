@@ -15,7 +15,6 @@ from copilot_cli.kv.slots import SLOTS as SLOTS_DIR
 from copilot_cli.kv.slots import (
     SlotIndex,
     SlotPrefix,
-    gguf_digest,
     inspect_slot_folder,
     verified_slot,
 )
@@ -49,7 +48,6 @@ __all__ = [
     "build_cache",
     "check_slot_model",
     "generate_with_prefix",
-    "gguf_digest",
     "inspect_kv_folder",
     "inspect_kv_segment",
     "inspect_slot_folder",

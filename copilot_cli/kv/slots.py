@@ -108,7 +108,7 @@ def check_model(index: SlotIndex, gguf: Path, tokenizer_fingerprint: str, where:
     Raises:
         FingerprintMismatch: another model file (sha256) or vocabulary.
     """
-    found = gguf_digest(gguf)
+    found = sha256_file(gguf)
     if index.gguf_sha256 != found:
         raise FingerprintMismatch("model", expected=found, found=index.gguf_sha256, where=where)
     if index.tokenizer_fingerprint != tokenizer_fingerprint:
@@ -116,10 +116,6 @@ def check_model(index: SlotIndex, gguf: Path, tokenizer_fingerprint: str, where:
             "tokenizer", expected=tokenizer_fingerprint, found=index.tokenizer_fingerprint,
             where=where,
         )  # fmt: skip
-
-
-def gguf_digest(path: Path) -> str:
-    return sha256_file(path)
 
 
 def verified_slot(folder: Path, prefix: SlotPrefix) -> Path:

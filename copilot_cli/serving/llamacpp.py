@@ -27,7 +27,7 @@ from copilot_cli.core.outputs import claim_folder, replaced_folder
 from copilot_cli.kv import SLOTS_DIR as SLOTS
 from copilot_cli.kv import SLOTS_FORMAT as FORMAT
 from copilot_cli.kv import SLOTS_INDEX as INDEX
-from copilot_cli.kv import SlotIndex, SlotPrefix, gguf_digest, verified_slot
+from copilot_cli.kv import SlotIndex, SlotPrefix, verified_slot
 from copilot_cli.kv import check_slot_model as check_model
 from copilot_cli.kv import read_slot_index as read_index
 
@@ -75,7 +75,7 @@ def prefill_slots(prefixes: dict[str, str], gguf: Path, out: Path) -> SlotIndex:
         index = SlotIndex(
             gguf_name=gguf.name,
             gguf_bytes=gguf.stat().st_size,
-            gguf_sha256=gguf_digest(gguf),
+            gguf_sha256=sha256_file(gguf),
             tokenizer_fingerprint=vocabulary_fingerprint(llm),
             llama_cpp_version=llama_cpp.__version__,
             prefixes=tuple(entries),
