@@ -131,6 +131,23 @@ def test_quantize_that_fails_leaves_the_previous_pair_as_it_was(runner, tmp_path
     assert _hashes(out) == before and _leftovers(tmp_path) == []
 
 
+def test_quantize_refuses_a_user_folder_named_like_its_previous_one(runner, tmp_path):
+    out = tmp_path / "q"
+    user = tmp_path / ".q.previous"
+    (user / "photos").mkdir(parents=True)
+    (user / "photos" / "a.jpg").write_bytes(b"\xff\xd8 mine")
+    stale = tmp_path / f".q.staging-{_dead_pid()}"
+    stale.mkdir()
+    (stale / "notes.txt").write_text("mine too")
+    result = runner.invoke(app, ["quantize", "-o", str(out), "--no-fidelity"])
+    assert result.exit_code == 2, result.output
+    assert ".q.previous" in result.output and "Traceback" not in result.output
+    assert (user / "photos" / "a.jpg").read_bytes() == b"\xff\xd8 mine"
+    user.rename(tmp_path / "moved")  # the user moves it away, as the message says
+    assert runner.invoke(app, ["quantize", "-o", str(out), "--no-fidelity"]).exit_code == 0
+    assert (stale / "notes.txt").read_text() == "mine too"  # never ours: left alone
+
+
 def test_quantize_failing_after_the_table_was_written_changes_nothing(tmp_path, monkeypatch):
     from copilot_cli.quant import QuantizeOptions, quantize_embeddings, quantizer
 
@@ -148,18 +165,60 @@ def test_quantize_failing_after_the_table_was_written_changes_nothing(tmp_path, 
 
 
 def test_a_swap_killed_halfway_is_undone_by_the_next_run(tmp_path):
-    from copilot_cli.core.outputs import replaced_folder
+    from copilot_cli.core.outputs import mark, replaced_folder
 
     target = tmp_path / "q"
-    target.mkdir()
+    mark(target, "copilot-opt.test", writing_id="0123456789abcdef")
     (target / "a").write_text("old")
     os.replace(target, tmp_path / ".q.previous")  # killed between the two renames
     dead = _dead_pid()
-    (tmp_path / f".q.staging-{dead}").mkdir()  # and a staging folder of a killed run
+    stale = tmp_path / f".q.staging-{dead}-feedfacecafebeef"  # a staging folder of a killed run
+    mark(stale, "copilot-opt.test", writing_id="feedfacecafebeef")
+    (stale / "half").write_text("partial")
+    (tmp_path / f".q.staging-{dead}-aaaaaaaaaaaaaaaa").mkdir()  # killed before its marker
     with replaced_folder(target, fmt="copilot-opt.test") as new:
         assert (target / "a").read_text() == "old"  # the previous folder is back first
         (new / "a").write_text("new")
     assert (target / "a").read_text() == "new" and _leftovers(tmp_path) == []
+
+
+def test_a_swap_killed_after_both_renames_loses_only_its_cleanup(tmp_path):
+    import shutil
+
+    from copilot_cli.core.outputs import replaced_folder
+
+    target = tmp_path / "q"
+    with replaced_folder(target, fmt="copilot-opt.test") as new:
+        (new / "a").write_text("one")
+    shutil.copytree(target, tmp_path / "one")
+    with replaced_folder(target, fmt="copilot-opt.test") as new:
+        (new / "a").write_text("two")
+    # what a kill after both renames leaves: the replaced folder still aside
+    os.replace(tmp_path / "one", tmp_path / ".q.previous")
+    with replaced_folder(target, fmt="copilot-opt.test") as new:
+        (new / "a").write_text("three")
+    assert (target / "a").read_text() == "three" and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", [".q.previous", ".q.staging-{dead}", ".q.staging-{dead}-0f0f"])
+@pytest.mark.parametrize("target_exists", [True, False])
+def test_a_user_folder_of_a_writer_s_name_is_never_deleted(tmp_path, name, target_exists):
+    from copilot_cli.core.options import OptionError
+    from copilot_cli.core.outputs import replaced_folder
+
+    target = tmp_path / "q"
+    if target_exists:
+        with replaced_folder(target, fmt="copilot-opt.test") as new:
+            (new / "a").write_text("ours")
+    user = tmp_path / name.format(dead=_dead_pid())
+    (user / "deep").mkdir(parents=True)
+    (user / "deep" / "thesis.tex").write_text("years of work")
+    try:
+        with replaced_folder(target, fmt="copilot-opt.test") as new:
+            (new / "a").write_text("new")
+    except OptionError as exc:  # .previous: refused, naming it, before any work
+        assert name == ".q.previous" and str(user) in exc.message
+    assert (user / "deep" / "thesis.tex").read_text() == "years of work"
 
 
 def _dead_pid() -> int:

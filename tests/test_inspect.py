@@ -172,7 +172,7 @@ def test_build_folder_verifies_everything_in_it(runner, tmp_path, shipped_artifa
     _copy(out / "chunks.jsonl", build / "chunks" / "repo.jsonl")
     from copilot_cli.core.artifacts import canonical_json, sealed
 
-    manifest = {"format": "copilot-opt.build-manifest", "format_version": 2, "steps": {}}
+    manifest = {"format": "copilot-opt.build-manifest", "format_version": 3, "steps": {}}
     (build / "build-manifest.json").write_text(
         canonical_json(sealed({**manifest, "verdict": None}))
     )

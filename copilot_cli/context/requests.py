@@ -236,6 +236,7 @@ def overview_prefixes(
 
     from copilot_cli.context.session import open_session
     from copilot_cli.core.artifacts import write_bytes
+    from copilot_cli.core.errors import ArtifactError
     from copilot_cli.prompts import load_bundle
 
     session = open_session(options.chunks, options.registry, tokenizer)
@@ -249,6 +250,8 @@ def overview_prefixes(
         schema = loaded.entry(name).get("schema") or {}
         if "overview" in schema.get("properties", {}) and result.text:
             path = folder / f"{name}.txt"
+            if path.parent != folder:  # names are checked at compile and load; never a path
+                raise ArtifactError(f"template name {name!r} is not a file name", where=str(bundle))
             write_bytes(path, overview_prefix(bundle, name, result.text).encode("utf-8"))
             written.append(path)
     return result, written

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import struct
 from collections.abc import Iterable, Iterator
@@ -224,13 +225,36 @@ def _marker_format(path: Path) -> str | None:
     return sniff_format(marker)
 
 
-def mark(path: Path, fmt: str) -> None:
+def mark(
+    path: Path, fmt: str, *, writing_id: str | None = None, replaces: str | None = None
+) -> None:
     """Create folder `path` if needed and mark it as copilot-opt's artifact `fmt` (once): a
-    later run recognises it even if this one is killed before its manifest is written."""
+    later run recognises it even if this one is killed before its manifest is written.
+
+    `writing_id` (a staging folder's own id, also in its name) and `replaces` (the id of the
+    folder it is about to replace) are what let a later run prove that a leftover staging or
+    previous folder is copilot-opt's before it removes one."""
     path.mkdir(parents=True, exist_ok=True)
-    if _marker_format(path) == fmt:
+    if writing_id is None and _marker_format(path) == fmt:
         return
-    write_bytes(path / MARKER, (json.dumps({"format": fmt}) + "\n").encode("utf-8"))
+    record: dict[str, str] = {"format": fmt}
+    if writing_id is not None:
+        record["id"] = writing_id
+    if replaces is not None:
+        record["replaces"] = replaces
+    write_bytes(path / MARKER, (json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _marker(path: Path) -> dict[str, object]:
+    """The marker of folder `path` (empty when it has none, or not a readable one)."""
+    marker = path / MARKER
+    try:
+        if marker.is_symlink() or not marker.is_file() or marker.stat().st_size > 4096:
+            return {}
+        data = json.loads(marker.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _foreign_text(names: list[str]) -> str:
@@ -248,31 +272,77 @@ def replaced_folder(target: Path, *, fmt: str) -> Iterator[Path]:
     renames leaves the previous folder under `.NAME.previous`, which the next run puts back
     before anything else. The caller has claimed `target` first (`outputs.claim_folder` with
     `owned`): a folder holding anything the artifact does not own is never replaced.
+
+    Nothing is removed by its name alone. A staging folder is `.NAME.staging-PID-ID` and its
+    marker carries the same ID; the new folder's marker names the ID of the folder it replaces,
+    so a `.NAME.previous` left by a killed run is removed only when the folder now at `target`
+    says it replaced exactly that one. A folder of those names that copilot-opt cannot prove it
+    wrote is refused (OptionError naming it) before any work, and never touched.
     """
     target = Path(os.path.abspath(target))
     parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
     previous = parent / f".{target.name}.previous"
-    if previous.is_dir() and not target.exists():
-        os.replace(previous, target)  # a swap that was killed halfway: undo it
-    for stale in parent.glob(f".{target.name}.staging-*"):
-        pid = stale.name.rsplit("-", 1)[1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-    staging = parent / f".{target.name}.staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    _settle_previous(target, previous, fmt)
+    _remove_stale_staging(target, fmt)
+    writing_id = secrets.token_hex(8)
+    staging = parent / f".{target.name}.staging-{os.getpid()}-{writing_id}"
+    staging.mkdir()  # a new name: never an existing folder
     try:
-        mark(staging, fmt)
+        replaces = _marker(target).get("id") if target.is_dir() else None
+        mark(
+            staging,
+            fmt,
+            writing_id=writing_id,
+            replaces=replaces if isinstance(replaces, str) else None,
+        )
         yield staging
         if target.exists():
-            shutil.rmtree(previous, ignore_errors=True)
-            os.replace(target, previous)
+            os.replace(target, previous)  # checked free above, and we hold the output lock
         os.replace(staging, target)
-        shutil.rmtree(previous, ignore_errors=True)
+        shutil.rmtree(previous, ignore_errors=True)  # moved there by this run
         fsync_dir(parent)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging.is_dir():
+            shutil.rmtree(staging, ignore_errors=True)  # made by this run
+
+
+def _settle_previous(target: Path, previous: Path, fmt: str) -> None:
+    """A `.NAME.previous` left by a run killed between its two renames: put back (no target)
+    or removed (the target replaced it), only when its marker proves it ours; else refused."""
+    if not previous.exists() and not previous.is_symlink():
+        return
+    mine = (
+        previous.is_dir() and not previous.is_symlink() and _marker(previous).get("format") == fmt
+    )
+    if mine and not target.exists():
+        os.replace(previous, target)  # a swap that was killed halfway: undo it
+        return
+    old_id = _marker(previous).get("id") if mine else None
+    if mine and old_id is not None and _marker(target).get("replaces") == old_id:
+        shutil.rmtree(previous, ignore_errors=True)  # the swap finished; only the cleanup was lost
+        return
+    raise OptionError(
+        "out",
+        f"{previous} exists and copilot-opt cannot tell that it wrote it: "
+        "move it away (copilot-opt never deletes it)",
+    )
+
+
+def _remove_stale_staging(target: Path, fmt: str) -> None:
+    """Staging folders of killed runs: removed only when the pid in the name is gone and the
+    marker inside carries the id in the name (an empty one is removed with rmdir, which
+    removes nothing else). Anything else of that name is left alone."""
+    for stale in target.parent.glob(f".{target.name}.staging-*"):
+        pid, _, writing_id = stale.name.rsplit(".staging-", 1)[1].partition("-")
+        if not pid.isdigit() or _alive(int(pid)) or stale.is_symlink() or not stale.is_dir():
+            continue
+        marker = _marker(stale)
+        if writing_id and marker.get("id") == writing_id and marker.get("format") == fmt:
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                stale.rmdir()  # only if empty: a run killed between mkdir and its marker
 
 
 def _alive(pid: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,17 +72,24 @@ class BuildResult:
         }
 
 
-def _outputs(step: Step) -> dict[str, str]:
+def _outputs(step: Step, out: Path) -> dict[str, str]:
+    """sha256 of every file the step wrote, keyed by its path relative to the build folder
+    (absolute for an output the config put elsewhere): what `inspect` checks, file by file."""
     hashes: dict[str, str] = {}
+    root = Path(os.path.abspath(out))
     for path in step.outputs:
-        if path.exists():
-            for rel, sha in tree_hashes(path).items():
-                hashes[f"{path.name}/{rel}" if path.is_dir() else path.name] = sha
+        if not path.exists():
+            continue
+        where = Path(os.path.abspath(path))
+        base = where.relative_to(root).as_posix() if where.is_relative_to(root) else str(where)
+        for rel, sha in tree_hashes(path).items():
+            hashes[f"{base}/{rel}" if path.is_dir() else base] = sha
     return hashes
 
 
 def _why(
     step: Step,
+    out: Path,
     previous: dict[str, Any] | None,
     inputs: dict[str, Any],
     force: bool,
@@ -99,7 +107,7 @@ def _why(
     changed = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
     if changed:
         return f"inputs changed: {', '.join(changed)}"
-    if previous.get("outputs") != _outputs(step):
+    if previous.get("outputs") != _outputs(step, out):
         return "outputs missing or modified"
     return None
 
@@ -170,7 +178,9 @@ def _plan(options: BuildOptions, steps: list[Step], ctx: Context) -> BuildResult
     will_run: list[str] = []
     reports = []
     for step in steps:
-        reason = _why(step, manifest.step(step.name), step.inputs(ctx), options.force, will_run)
+        reason = _why(
+            step, options.out, manifest.step(step.name), step.inputs(ctx), options.force, will_run
+        )
         if reason:
             will_run.append(step.name)
         action = "run" if reason else "skip"
@@ -189,7 +199,7 @@ def _step(
     """Run or skip one step; record it; raise CheckFailed when its check failed."""
     previous = manifest.step(step.name)
     inputs = step.inputs(ctx)
-    reason = _why(step, previous, inputs, force, ran)
+    reason = _why(step, ctx.out, previous, inputs, force, ran)
     if reason is None:
         summary = previous.get("summary", {})
         report = StepReport(step.name, "skipped", "inputs and outputs unchanged", summary=summary)
@@ -198,7 +208,7 @@ def _step(
     started = time.perf_counter()
     outcome = step.run(ctx)
     seconds = time.perf_counter() - started
-    _record(manifest, step, inputs, outcome, seconds)
+    _record(manifest, step, ctx, inputs, outcome, seconds)
     if outcome.failures:
         raise CheckFailed("; ".join(outcome.failures))
     ran.append(step.name)
@@ -207,12 +217,17 @@ def _step(
 
 
 def _record(
-    manifest: Manifest, step: Step, inputs: dict[str, Any], outcome: StepOutcome, seconds: float
+    manifest: Manifest,
+    step: Step,
+    ctx: Context,
+    inputs: dict[str, Any],
+    outcome: StepOutcome,
+    seconds: float,
 ) -> None:
     entry = {
         "inputs": inputs,
         "inputs_hash": digest(inputs),
-        "outputs": _outputs(step),
+        "outputs": _outputs(step, ctx.out),
         "seconds": round(seconds, 3),
         "summary": {**outcome.summary, **({"passed": False} if outcome.failures else {})},
     }

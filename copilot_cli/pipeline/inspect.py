@@ -21,6 +21,7 @@ from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.core.verified import forget_verified
 from copilot_cli.kv import inspect_kv_folder, inspect_kv_segment, inspect_slot_folder
 from copilot_cli.pipeline.manifest import FORMAT as BUILD_FORMAT
+from copilot_cli.pipeline.manifest import FORMAT_VERSION as BUILD_VERSION
 from copilot_cli.pipeline.manifest import NAME as BUILD_MANIFEST
 from copilot_cli.prompts import inspect_bundle
 from copilot_cli.quant import inspect_quantized
@@ -132,6 +133,11 @@ def _inspect_build(
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         if not isinstance(manifest, dict) or manifest.get("format") != BUILD_FORMAT:
             raise ArtifactError("not a build manifest")
+        if manifest.get("format_version") != BUILD_VERSION:
+            raise ArtifactError(
+                f"build manifest format {manifest.get('format_version')!r}, this copilot-opt "
+                f"reads {BUILD_VERSION}: build again"
+            )
         if verify:
             check_sealed(manifest, where=str(manifest_path))
         info = {"verdict": manifest.get("verdict"), "steps": sorted(manifest.get("steps", {}))}
@@ -149,26 +155,36 @@ def _inspect_build(
 
 
 def _recorded_outputs(path: Path, steps: dict[str, Any]) -> list[Problem]:
-    """Every file the manifest records a step writing, byte for byte: an artifact replaced by
-    another valid one after the build (the verdict was about the old one) is a problem."""
+    """Every file the manifest records a step writing (by its path in the build folder), byte
+    for byte: an artifact replaced by another valid one after the build (the verdict was
+    about the old one) is a problem."""
     problems = []
     for step, entry in sorted(steps.items()):
         outputs = entry.get("outputs", {}) if isinstance(entry, dict) else {}
         for rel, sha in sorted(outputs.items() if isinstance(outputs, dict) else []):
-            found = next((f for f in (path / rel, path / "chunks" / rel) if f.is_file()), None)
-            if found is None:
-                where = path / "chunks" / rel if step.startswith("chunk") else path / rel
-                problems.append(Problem(str(where), f"missing (written by {step})"))
-            elif sha256_file(found) != sha:
+            where = path / rel
+            if not isinstance(sha, str) or ".." in Path(rel).parts:
                 problems.append(
-                    Problem(str(found), f"not what {step} wrote: replaced or edited since")
+                    Problem(str(path / BUILD_MANIFEST), f"a malformed output entry {rel!r}")
+                )
+            elif not where.is_file():
+                problems.append(Problem(str(where), f"missing (written by {step})"))
+            elif sha256_file(where) != sha:
+                problems.append(
+                    Problem(str(where), f"not what {step} wrote: replaced or edited since")
                 )
     return problems
 
 
 def _build_parts(path: Path) -> list[Path]:
+    """Each artifact of a build folder, verified by its own reader: the bundle, the KV, the
+    quantized tables, every chunks file and registry, and each repository's context folder
+    (its prefixes' KV)."""
     found = [path / name for name in ("templates", "kv", "quant") if (path / name).is_dir()]
     chunks = path / "chunks"
     if chunks.is_dir():
         found += sorted(chunks.glob("*.jsonl")) + sorted(chunks.glob("*.registry.json"))
+    context = path / "context"
+    if context.is_dir():
+        found += sorted(p for p in context.glob("*/kv") if (p / "index.json").is_file())
     return found

@@ -12,7 +12,7 @@ from copilot_cli.core.artifacts import canonical_json, json_digest, sealed, writ
 from copilot_cli.core.fingerprints import FileHashCache
 
 FORMAT = "copilot-opt.build-manifest"
-FORMAT_VERSION = 2  # 2: sealed by a digest
+FORMAT_VERSION = 3  # 2: sealed by a digest; 3: outputs keyed by their path in the build folder
 NAME = "build-manifest.json"
 _cache = FileHashCache()
 
@@ -58,9 +58,12 @@ class Manifest:
         if loaded is not None and (not isinstance(loaded, dict) or loaded.get("format") != FORMAT):
             self.warning = f"{self.path} is not a build manifest (damaged?): every step runs again"
         elif isinstance(loaded, dict) and loaded.get("format") == FORMAT:
-            if loaded.get("format_version") != FORMAT_VERSION or loaded.get(
-                "digest"
-            ) != json_digest(loaded):
+            if loaded.get("format_version") != FORMAT_VERSION:
+                self.warning = (
+                    f"{self.path} was written by another version of copilot-opt "
+                    f"(format {loaded.get('format_version')!r}): every step runs again"
+                )
+            elif loaded.get("digest") != json_digest(loaded):
                 self.warning = f"{self.path} was edited or is damaged: every step runs again"
             elif isinstance(loaded.get("steps"), dict):
                 self.data = {k: v for k, v in loaded.items() if k != "digest"}

@@ -48,6 +48,7 @@ from copilot_cli.prompts.sandbox import (
     make_environment,
 )
 from copilot_cli.prompts.schema import fast_validator, first_schema_error, json_path, make_validator
+from copilot_cli.prompts.source import template_name_problem
 
 FORMAT = "copilot-opt.prompt-bundle"
 FORMAT_VERSION = 2
@@ -290,6 +291,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
             isinstance(entry.get(key), kind) for key, kind in _ENTRY_FIELDS.items()
         ):
             raise ArtifactError("a template entry is malformed", where=where)
+        if problem := template_name_problem(entry["name"]):
+            raise ArtifactError(f"a template entry's name {problem}", where=where)
     if not all(isinstance(entry, dict) for entry in parts.values()):
         raise ArtifactError("a part entry is malformed", where=where)
     chat = manifest.get("chat_template")

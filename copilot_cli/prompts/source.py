@@ -25,6 +25,7 @@ through `{% include %}` or `{% extends %}`, versioned and swapped on their own.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,22 @@ def split_front_matter(text: str, rel: str) -> tuple[str, str, int]:
     raise TemplateError("front matter is not closed by a '---' line", file=rel, line=1)
 
 
+# A template's name becomes a file name (build writes context/REPO/NAME.txt, prefill-kv names
+# prefixes by it): letters, digits, '-', '_' and '.', starting with a letter or digit, so no
+# name can be a path (no separator, no '..', nothing absolute).
+TEMPLATE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def template_name_problem(name: object) -> str | None:
+    """Why `name` cannot be a template's name (None: it can)."""
+    if not isinstance(name, str) or not TEMPLATE_NAME.fullmatch(name) or ".." in name:
+        return (
+            f"{name!r} is not a template name: use letters, digits, '-', '_' and '.' "
+            "(starting with a letter or digit, no '..', at most 100 characters)"
+        )
+    return None
+
+
 def _check_field_types(meta: dict[str, Any], rel: str) -> None:
     unknown = sorted(set(meta) - FRONT_MATTER_KEYS)
     if unknown:
@@ -98,6 +115,8 @@ def _check_field_types(meta: dict[str, Any], rel: str) -> None:
     for key in ("name", "description"):
         if not isinstance(meta[key], str) or not meta[key].strip():
             raise TemplateError(f"{key!r} must be a non-empty string", file=rel)
+    if problem := template_name_problem(meta["name"].strip()):
+        raise TemplateError(f"'name' {problem}", file=rel)
     if not isinstance(meta["version"], (str, int, float)):
         raise TemplateError("'version' must be a string such as 1.0.0", file=rel)
     if not isinstance(meta["inputs"], dict):

@@ -1,5 +1,6 @@
 """build: the whole pipeline, incremental, locked, resumable, with clear config errors."""
 
+import contextlib
 import json
 import shutil
 import signal
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from copilot_cli.cli import app
 from copilot_cli.pipeline import BuildOptions, run_build
@@ -213,11 +215,48 @@ def test_the_context_section_writes_overview_prefixes_and_their_kv(tmp_path):
         assert text.endswith(overview["text"].rstrip())
     kv = KVCacheDir(folder / "kv")
     assert sorted(kv.names()) == sorted(p.name for p in prefixes)
+    _inspect_clean(out)
     again = _steps(run_build(BuildOptions(config, out)))
     assert again["context:repo"].action == "skipped"
+    _inspect_clean(out)
+    segment = sorted((folder / "kv" / "segments").glob("*.safetensors"))[0]
+    data = bytearray(segment.read_bytes())
+    data[-3] ^= 0x10  # one bit of a stored value
+    segment.write_bytes(bytes(data))
+    flipped = CliRunner().invoke(app, ["inspect", str(out)])
+    assert flipped.exit_code == 1 and f"bad: {segment}" in flipped.stderr, flipped.stderr
     (tmp_path / "repo" / "lru.py").write_text("def renamed():\n    return 1\n")
     third = _steps(run_build(BuildOptions(config, out)))
     assert third["chunk:repo"].action == "ran" and third["context:repo"].action == "ran"
+    _inspect_clean(out)
+
+
+def _inspect_clean(out: Path) -> None:
+    result = CliRunner().invoke(app, ["inspect", str(out)])
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_build_killed_then_rerun_inspects_clean(tmp_path):
+    config = _project(
+        tmp_path, context={"enabled": True, "budget": 128}, regress={"enabled": False}
+    )
+    out = tmp_path / "build"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "copilot_cli", "build", "-c", str(config), "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    manifest = out / "build-manifest.json"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError, ValueError):
+            if "context:repo" in json.loads(manifest.read_text())["steps"]:
+                break
+        time.sleep(0.02)
+    proc.kill()  # kill -9 in the middle of quantize
+    proc.wait()
+    run_build(BuildOptions(config, out))
+    _inspect_clean(out)
 
 
 def test_inspect_build_notices_an_artifact_replaced_after_the_verdict(tmp_path, runner):
@@ -240,3 +279,19 @@ def test_inspect_build_notices_an_artifact_replaced_after_the_verdict(tmp_path, 
     assert f"bad: {build / 'chunks' / 'repo.jsonl'}: missing (written by chunk:repo)" in (
         result.stderr
     )
+
+
+def test_a_template_named_like_a_path_stops_the_build_before_anything_is_written(
+    tmp_path, runner
+):
+    config = _project(tmp_path, context={"enabled": True})
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("mine")
+    template = tmp_path / "templates" / "bug_fix.j2"
+    template.write_text(template.read_text().replace("name: bug-fix", "name: ../../victim/notes"))
+    out = tmp_path / "build"
+    result = runner.invoke(app, ["build", "-c", str(config), "-o", str(out)])
+    assert result.exit_code == 2 and "is not a template name" in result.stderr
+    assert "bug_fix.j2" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert (victim / "notes.txt").read_text() == "mine" and not (out / "context").exists()

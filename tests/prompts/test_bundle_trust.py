@@ -72,6 +72,14 @@ def test_an_edited_static_prefix_with_a_recomputed_digest_is_refused(bundle_dir,
         load_bundle(copy)
 
 
+@pytest.mark.parametrize("name", ["../../victim/notes", "/tmp/x", "a/b"])
+def test_a_resealed_bundle_whose_template_name_is_a_path_is_refused(bundle_dir, tmp_path, name):
+    copy = shutil.copytree(bundle_dir, tmp_path / "copy")
+    _rewrite(copy, lambda m: m["templates"][0].update(name=name))
+    with pytest.raises(ArtifactError, match="is not a template name"):
+        load_bundle(copy)
+
+
 def test_first_load_on_a_machine_compiles_then_the_code_cache_serves(
     bundle_dir, tmp_path, monkeypatch
 ):

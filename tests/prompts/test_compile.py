@@ -101,6 +101,23 @@ def test_duplicate_names(template_dir, tmp_path):
         compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["../../../../victim/notes", "/etc/passwd", "a/b", "a\\b", "..", ".hidden", "a..b", "x" * 101],
+)
+def test_a_template_name_that_could_be_a_path_is_refused(template_dir, tmp_path, name):
+    write_template(template_dir, "t.j2", "{{ x }}", name=name)
+    with pytest.raises(TemplateError, match="is not a template name") as info:
+        compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
+    assert info.value.file == "t.j2" and not (tmp_path / "out").exists()
+
+
+def test_names_of_letters_digits_dots_and_dashes_compile(template_dir, tmp_path):
+    write_template(template_dir, "t.j2", "{{ x }}", name="Code_completion-2.1")
+    result = compile_templates(CompileOptions(template_dir, tmp_path / "out", use_tokenizer=False))
+    assert [t.name for t in result.templates] == ["Code_completion-2.1"]
+
+
 def test_missing_front_matter_and_unknown_key(template_dir, tmp_path):
     (template_dir / "plain.j2").write_text("{{ x }}")
     with pytest.raises(TemplateError, match="front matter"):
