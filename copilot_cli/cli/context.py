@@ -68,8 +68,12 @@ def context_command(
                 session, base, file, repo, cursor, prefix_file, suffix_file, bundle, template
             )
     inputs = [p for p in (chunks, registry, requests, prefix_file, suffix_file) if p]
-    write_out(out, payload, text, requests is not None, inputs)
+    batch = requests is not None
+    if json_output and out is None:  # stdout holds one document (JSON Lines for a batch)
+        write_out(None, payload, None, batch, inputs)
+        return
+    write_out(out, payload, text, batch, inputs)
     if json_output:
-        print_json(payload if requests is None else {"requests": len(payload)})
+        print_json(payload if not batch else {"requests": len(payload)})
     else:
-        show_context(payload, out, requests is not None)
+        show_context(payload, out, batch)

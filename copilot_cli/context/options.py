@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.inputs import repository_name_problem
 from copilot_cli.core.options import require, require_count, setting
 
 FORMATS = ("auto", "xml", "file-sep")
@@ -49,6 +50,8 @@ class ContextOptions:
 
     def __post_init__(self) -> None:
         require_count(self.budget, "budget", low=1)
+        problem = repository_name_problem(self.file) if self.file else None
+        require(problem is None, "file", f"{self.file!r} {problem}")
         require(
             self.format in FORMATS,
             "format",

@@ -13,7 +13,7 @@ import orjson
 from copilot_cli.context.options import ContextOptions, ContextResult, OverviewOptions
 from copilot_cli.context.session import ContextSession, split_at_cursor
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.inputs import read_text
+from copilot_cli.core.inputs import read_text, repository_file
 
 
 def parse_cursor(value: str | None, where: str = "cursor") -> tuple[int, int | None] | None:
@@ -28,11 +28,9 @@ def parse_cursor(value: str | None, where: str = "cursor") -> tuple[int, int | N
 
 
 def file_text(repo: Path, file: str) -> str:
-    """The text of `file` (as the chunks name it) under the repository folder."""
-    path = repo / file
-    if not path.is_file():
-        raise InputError(f"no such file under {repo}", where=file)
-    return read_text(str(path), "file")
+    """The text of `file` (as the chunks name it) inside the repository folder: never a file
+    outside it (absolute, '..', or a symlink that leads out)."""
+    return read_text(str(repository_file(repo, file)), "file")
 
 
 def request_options(base: ContextOptions, line: dict[str, Any], repo: Path) -> ContextOptions:
@@ -189,7 +187,8 @@ def run_batch(
             options = request_options(base, line, repo)
             result = session.select(options)
         except InputError as exc:
-            raise InputError(f"request {number}: {exc.message}", where=str(requests)) from None
+            about = f"{exc.where}: " if exc.where else ""
+            raise InputError(f"request {number}: {about}{exc.message}", where=str(requests)) from None
         out.append(_with_prompt(result.to_dict(), options, result, bundle, template))
     return out
 

@@ -4,6 +4,7 @@ and where: the file, and for undecodable text the byte offset."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,39 @@ def decode_utf8(data: bytes, name: str) -> str:
             f"not UTF-8 text: byte {exc.start} (0x{data[exc.start]:02x}) cannot be decoded",
             where=name,
         ) from None
+
+
+def repository_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a file of a repository (None: it can): a request names files
+    the way the chunks do, relative to the repository root, never absolute or through '..'."""
+    if "\0" in name:
+        return "holds a NUL character"
+    posix = name.replace("\\", "/")
+    if posix.startswith("/") or (len(posix) > 1 and posix[1] == ":"):
+        return "is an absolute path: name the file relative to the repository"
+    if ".." in posix.split("/"):
+        return "goes up a folder ('..'): name a file inside the repository"
+    return None
+
+
+def repository_file(repo: Path, name: str) -> Path:
+    """The regular file `name` inside `repo`, resolved: refuses a name that is absolute or goes
+    up, and a path that leaves the repository through a symlink (of the file or a folder).
+
+    Raises:
+        InputError: naming the file, with the reason.
+    """
+    if problem := repository_name_problem(name):
+        raise InputError(problem, where=name)
+    root = os.path.realpath(repo)
+    if not os.path.isdir(root):
+        raise InputError("the repository folder does not exist", where=str(repo))
+    resolved = os.path.realpath(os.path.join(root, name))
+    if os.path.commonpath([root, resolved]) != root:
+        raise InputError(f"leads outside the repository {repo} (a symlink)", where=name)
+    if not os.path.isfile(resolved):
+        raise InputError(f"no such file under {repo}", where=name)
+    return Path(resolved)
 
 
 def read_text(source: str | Path, what: str = "text file") -> str:

@@ -156,3 +156,57 @@ def test_render_takes_a_context_result(runner, chunked, tmp_path):
     inputs.write_text("{}")
     bad = runner.invoke(app, [*render[:-1], str(request), "--context", str(inputs)])
     assert bad.exit_code == 2 and "not a result of copilot-opt context" in bad.stderr
+
+
+@pytest.fixture()
+def repo_with_a_way_out(tmp_path):
+    """A copy of the sample repository with a secret beside it and symlinks leading to it."""
+    import shutil
+
+    repo = shutil.copytree(SAMPLE, tmp_path / "repo", symlinks=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOKEN=hunter2\n")
+    (repo / "src" / "leak.py").symlink_to(secret)
+    (repo / "outside").symlink_to(tmp_path)
+    return repo, secret
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["{secret}", "../secret.txt", "src/../../secret.txt", "src/leak.py", "outside/secret.txt"],
+)
+@pytest.mark.parametrize("how", ["flag", "env", "batch"])
+def test_a_file_outside_the_repository_is_never_read(
+    runner, chunked, tmp_path, repo_with_a_way_out, monkeypatch, name, how
+):
+    repo, secret = repo_with_a_way_out
+    name = name.format(secret=secret)
+    out = tmp_path / "out.json"
+    base = ["context", str(chunked["chunks"]), "--registry", str(chunked["registry"])]
+    base += ["--repo", str(repo), "-o", str(out)]
+    if how == "flag":
+        args = [*base, "--file", name, "--cursor", "1"]
+    elif how == "env":
+        monkeypatch.setenv("COPILOT_OPT_FILE", name)
+        args = [*base, "--cursor", "1"]
+    else:
+        requests = tmp_path / "requests.jsonl"
+        requests.write_text(json.dumps({"file": name, "cursor": "1"}) + "\n")
+        args = [*base, "--requests", str(requests)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and name in lines[0], result.stderr
+    assert "hunter2" not in result.output and not out.exists()
+
+
+def test_a_symlink_inside_the_repository_to_another_file_inside_is_followed(
+    runner, chunked, tmp_path, repo_with_a_way_out
+):
+    repo, _ = repo_with_a_way_out
+    (repo / "src" / "alias.py").symlink_to(repo / "src" / "kvstore" / "server.py")
+    base = ["context", str(chunked["chunks"]), "--registry", str(chunked["registry"])]
+    result = runner.invoke(
+        app, [*base, "--repo", str(repo), "--file", "src/alias.py", "--cursor", "3", "--json"]
+    )
+    assert result.exit_code == 0, result.output
