@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from copilot_cli.chunking import Chunk, ChunksHeader, Registry
 from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.fingerprints import cache_dir
 
@@ -141,15 +142,16 @@ class ContextIndex:
         return scores
 
 
-def index_key(header: dict[str, Any], registry: dict[str, Any] | None) -> str:
-    parts = [str(INDEX_VERSION), header["digest"], (registry or {}).get("digest", "")]
+def index_key(header: ChunksHeader, registry: Registry | None) -> str:
+    parts = [str(INDEX_VERSION), header.digest, registry.digest if registry else ""]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def load_index(
-    header: dict[str, Any], chunks: list[dict[str, Any]], registry: dict[str, Any] | None
+    header: ChunksHeader, chunks: tuple[Chunk, ...], registry: Registry | None
 ) -> ContextIndex:
-    """The cached index of these chunks (built and cached when missing or damaged)."""
+    """The cached index of these chunks (built and cached when missing, damaged, or not the
+    shape an index of these chunks has: a cache entry is never trusted further than that)."""
     key = index_key(header, registry)
     path = cache_dir() / "context" / f"{key}.json"
     data = None
@@ -158,27 +160,67 @@ def load_index(
         digest, _, body = raw.partition(b"\n")
         if digest.decode() == hashlib.sha256(body).hexdigest():
             data = orjson.loads(body)
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         data = None
-    if data is None or data.get("key") != key:
+    if not _well_formed(data, key, len(chunks)):
         data = build_index_data(key, chunks, registry)
         body = orjson.dumps(data)
         with contextlib.suppress(OSError):  # a read-only cache: rebuilt next time
             write_bytes(path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
-    return _from_data(data, [c["text"] for c in chunks])
+    return _from_data(data, [c.text for c in chunks])
 
 
-def _defined_names(chunk: dict[str, Any]) -> list[str]:
-    names = [e["name"] for e in chunk.get("entities", [])]
-    if chunk.get("language") in _JS:
-        names += [a or b for a, b in _JS_DEFINES.findall(chunk["text"])]
+_PER_CHUNK = ("ids", "paths", "lines", "tokens", "languages", "near", "rank", "doc_len")
+_BY_NAME = ("defs", "files", "postings")
+
+
+def _well_formed(data: Any, key: str, n: int) -> bool:
+    """A cache entry holds an index of `n` chunks: every per-chunk list `n` long, every chunk
+    number it names in range (what selection indexes with), the right types throughout."""
+    if not isinstance(data, dict) or data.get("key") != key:
+        return False
+    try:
+        if any(not isinstance(data[k], list) or len(data[k]) != n for k in _PER_CHUNK):
+            return False
+        if any(not isinstance(data[k], dict) for k in (*_BY_NAME, "language_of")):
+            return False
+        numbers = [i for rows in data["defs"].values() for i in rows]
+        numbers += [i for rows in data["files"].values() for i in rows]
+        counts = []
+        for idx, tf in data["postings"].values():
+            numbers += idx
+            counts += tf
+            if len(idx) != len(tf):
+                return False
+        ids = np.asarray(numbers, dtype=np.int64)
+        paths_ok = all(
+            isinstance(p, list) and p and all(isinstance(x, str) for x in p) for p in data["paths"]
+        )
+        lines = np.asarray(data["lines"], dtype=np.int64).reshape(n, 2)
+        floats = [np.asarray(data[k], dtype=np.float64) for k in ("tokens", "rank", "doc_len")]
+        np.asarray(counts, dtype=np.float64)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return False
+    return bool(
+        paths_ok
+        and (ids.size == 0 or (ids.min() >= 0 and ids.max() < n))
+        and (lines.size == 0 or lines.min() >= 1)
+        and all(np.isfinite(f).all() for f in floats)
+        and all(isinstance(x, str) for x in data["ids"])
+    )
+
+
+def _defined_names(chunk: Chunk) -> list[str]:
+    names = [e.name for e in chunk.entities]
+    if chunk.language in _JS:
+        names += [a or b for a, b in _JS_DEFINES.findall(chunk.text)]
     return list(dict.fromkeys(names))
 
 
 def build_index_data(
-    key: str, chunks: list[dict[str, Any]], registry: dict[str, Any] | None
+    key: str, chunks: tuple[Chunk, ...], registry: Registry | None
 ) -> dict[str, Any]:
-    ranks = {e["id"]: e["rank"] for e in (registry or {}).get("chunks", [])}
+    ranks = {e.id: e.rank for e in registry.entries} if registry else {}
     order = sorted(ranks, key=lambda i: ranks[i])
     percentile = {cid: (k + 1) / len(order) for k, cid in enumerate(order)}
     defs: dict[str, list[int]] = {}
@@ -190,10 +232,10 @@ def build_index_data(
         for name in _defined_names(chunk):
             if len(name) >= 2 and name.lower() not in STOP:
                 defs.setdefault(name, []).append(i)
-        for location in chunk["locations"]:
-            files.setdefault(location["path"], []).append(i)
-            language_of[location["path"]] = chunk.get("language")
-        terms = terms_of(chunk["text"])
+        for location in chunk.locations:
+            files.setdefault(location.path, []).append(i)
+            language_of[location.path] = chunk.language
+        terms = terms_of(chunk.text)
         doc_len.append(len(terms))
         for term, count in Counter(terms).items():
             row = postings.get(term)
@@ -204,13 +246,13 @@ def build_index_data(
                 row[1].append(count)
     return {
         "key": key,
-        "ids": [c["id"] for c in chunks],
-        "paths": [list(dict.fromkeys(loc["path"] for loc in c["locations"])) for c in chunks],
-        "lines": [[c["start_line"], c["end_line"]] for c in chunks],
-        "tokens": [c["token_count"] for c in chunks],
-        "languages": [c.get("language") for c in chunks],
-        "near": [c.get("near_duplicate_of") for c in chunks],
-        "rank": [percentile.get(c["id"], 0.0) for c in chunks],
+        "ids": [c.id for c in chunks],
+        "paths": [list(dict.fromkeys(loc.path for loc in c.locations)) for c in chunks],
+        "lines": [[c.start_line, c.end_line] for c in chunks],
+        "tokens": [c.token_count for c in chunks],
+        "languages": [c.language for c in chunks],
+        "near": [c.near_duplicate_of for c in chunks],
+        "rank": [percentile.get(c.id, 0.0) for c in chunks],
         "defs": defs,
         "files": files,
         "language_of": language_of,

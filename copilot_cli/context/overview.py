@@ -5,29 +5,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from copilot_cli.chunking import Registry
 from copilot_cli.context.index import ContextIndex
 from copilot_cli.context.render import render_overview
 from copilot_cli.context.signatures import signature
 
 
 def overview_lines(
-    index: ContextIndex, registry: dict[str, Any] | None, top: int, budget: int, tokenizer: Any
+    index: ContextIndex, registry: Registry | None, top: int, budget: int, tokenizer: Any
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Lines of the overview (most central first) that fit `budget` when rendered (recounted)."""
     position = {cid: i for i, cid in enumerate(index.ids)}
     picked: list[str] = []
     entries: list[dict[str, Any]] = []
     considered = 0
-    for entry in (registry or {}).get("chunks", []):
+    for entry in registry.entries if registry else ():
         if considered >= top:
             break
-        kinds = [e for e in entry.get("entities", []) if e["kind"] not in ("variable", "import")]
-        i = position.get(entry["id"])
+        kinds = [e for e in entry.entities if e.kind not in ("variable", "import")]
+        i = position.get(entry.id)
         if not kinds or i is None:
             continue
         considered += 1
         for entity in kinds[:3]:
-            found = signature(index.texts[i], entity["name"])
+            found = signature(index.texts[i], entity.name)
             if found is None:
                 continue
             sig, doc = found
@@ -41,5 +42,5 @@ def overview_lines(
             ):
                 continue
             picked.append(line)
-            entries.append({"id": entry["id"], "path": index.paths[i][0], "name": entity["name"]})
+            entries.append({"id": entry.id, "path": index.paths[i][0], "name": entity.name})
     return picked, entries

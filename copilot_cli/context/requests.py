@@ -188,7 +188,9 @@ def run_batch(
             result = session.select(options)
         except InputError as exc:
             about = f"{exc.where}: " if exc.where else ""
-            raise InputError(f"request {number}: {about}{exc.message}", where=str(requests)) from None
+            raise InputError(
+                f"request {number}: {about}{exc.message}", where=str(requests)
+            ) from None
         out.append(_with_prompt(result.to_dict(), options, result, bundle, template))
     return out
 

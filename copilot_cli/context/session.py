@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from copilot_cli.chunking import read_chunks, read_registry
+from copilot_cli.chunking import ChunksHeader, Registry, read_pair
 from copilot_cli.context.index import ContextIndex, load_index
 from copilot_cli.context.options import (
     ContextOptions,
@@ -23,7 +23,7 @@ from copilot_cli.context.render import (
     render_overview,
 )
 from copilot_cli.context.select import Request, choose
-from copilot_cli.core.errors import ArtifactError, InputError
+from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.syntax import EXTENSIONS
@@ -34,16 +34,16 @@ class ContextSession:
     """One repository's chunks and index with the tokenizer that counts them."""
 
     tokenizer: Any
-    header: dict[str, Any]
-    registry: dict[str, Any] | None
+    header: ChunksHeader
+    registry: Registry | None
     index: ContextIndex
 
     @property
     def fingerprints(self) -> dict[str, str]:
         return {
-            "tokenizer_fingerprint": self.header["tokenizer_fingerprint"],
-            "chunks_digest": self.header["digest"],
-            "registry_digest": (self.registry or {}).get("digest", ""),
+            "tokenizer_fingerprint": self.header.tokenizer_fingerprint,
+            "chunks_digest": self.header.digest,
+            "registry_digest": self.registry.digest if self.registry else "",
         }
 
     def select(self, options: ContextOptions) -> ContextResult:
@@ -105,15 +105,8 @@ def open_session(
     build their index."""
     tokenizer = _tokenizer_of(tokenizer, tokenizer_name)
     fp = tokenizer_fingerprint(tokenizer)
-    header, records = read_chunks(Path(chunks), tokenizer_fingerprint=fp)
-    reg = None
-    if registry is not None:
-        reg = read_registry(Path(registry), tokenizer_fingerprint=fp)
-        if reg.get("chunks_digest") != header["digest"]:
-            raise ArtifactError(
-                f"describes another chunks file than {Path(chunks).name}", where=str(registry)
-            )
-    return ContextSession(tokenizer, header, reg, load_index(header, records, reg))
+    read, reg = read_pair(Path(chunks), registry and Path(registry), tokenizer_fingerprint=fp)
+    return ContextSession(tokenizer, read.header, reg, load_index(read.header, read.chunks, reg))
 
 
 def select_context(options: ContextOptions, loaded: Any = None) -> ContextResult:

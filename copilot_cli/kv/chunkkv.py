@@ -50,21 +50,16 @@ def chunk_sources(
 ) -> list[Any]:
     """A PrefixSource per distinct snippet of the chunks file (the `top` highest-ranked by the
     registry when given, else all, in file order), each = lead ids + snippet ids."""
-    from copilot_cli.chunking import read_chunks, read_registry
-    from copilot_cli.core.errors import ArtifactError
+    from copilot_cli.chunking import read_pair
 
-    header, records = read_chunks(chunks, tokenizer_fingerprint=tokenizer_fp)
-    if registry is not None:
-        reg = read_registry(registry, tokenizer_fingerprint=tokenizer_fp)
-        if reg.get("chunks_digest") != header["digest"]:
-            raise ArtifactError(
-                f"describes another chunks file than {chunks.name}", where=str(registry)
-            )
-        by_id = {r["id"]: r for r in records}
-        records = [by_id[e["id"]] for e in reg["chunks"] if e["id"] in by_id]
+    read, reg = read_pair(chunks, registry, tokenizer_fingerprint=tokenizer_fp)
+    records = list(read.chunks)
+    if reg is not None:
+        by_id = {r.id: r for r in records}
+        records = [by_id[e.id] for e in reg.entries if e.id in by_id]
     if top is not None:
         records = records[:top]
-    items = [(r["locations"][0]["path"], r["text"], f"chunk:{r['id']}") for r in records]
+    items = [(r.first_path, r.text, f"chunk:{r.id}") for r in records]
     return snippet_sources(tokenizer, items, fmt)
 
 

@@ -131,9 +131,9 @@ def _sizes(options: WarmPlanOptions) -> tuple[Sizes, dict[str, str] | None]:
     if options.chunks is not None:
         from copilot_cli.chunking import read_chunks
 
-        for chunk in read_chunks(options.chunks)[1]:
-            item = ("chunk", chunk["id"])
-            sizes.add(item, [(f"chunk:{chunk['id']}", len(chunk["text"].encode("utf-8")))])
+        for chunk in read_chunks(options.chunks).chunks:
+            item = ("chunk", chunk.id)
+            sizes.add(item, [(f"chunk:{chunk.id}", len(chunk.text.encode("utf-8")))])
     return sizes, kv
 
 

@@ -10,13 +10,16 @@ into its context. Sessions start as a Poisson process over the working day.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from copilot_cli.warm.log import Request
+
+if TYPE_CHECKING:
+    from copilot_cli.chunking import Chunk
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
@@ -59,31 +62,32 @@ class Repository:
 
 def repositories_from_chunks(path: Path) -> list[Repository]:
     """Repositories, files, chunk ids and the import graph (a file uses a name another file
-    defines) from a chunks JSONL (one or several repositories)."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    header = json.loads(lines[0])
-    several = "repositories" in header
-    by_repo: dict[str, dict[str, list[dict]]] = {}
-    for line in lines[1:]:
-        chunk = json.loads(line)
-        for loc in chunk["locations"]:
+    defines) from a chunks JSONL (one or several repositories), read and checked by
+    `chunking.read_chunks`."""
+    from copilot_cli.chunking import read_chunks
+
+    read = read_chunks(path)
+    several = read.header.repository is None
+    by_repo: dict[str, dict[str, list[Chunk]]] = {}
+    for chunk in read.chunks:
+        for loc in chunk.locations:
             repo, rel = (
-                loc["path"].split("/", 1) if several else (header["repository"], loc["path"])
+                loc.path.split("/", 1) if several else (read.header.repositories[0], loc.path)
             )
             by_repo.setdefault(repo, {}).setdefault(rel, []).append(chunk)
     return [_repository(name, files) for name, files in sorted(by_repo.items())]
 
 
-def _repository(name: str, files: dict[str, list[dict]]) -> Repository:
+def _repository(name: str, files: dict[str, list[Chunk]]) -> Repository:
     defines: dict[str, set[str]] = {}
     for rel, chunks in files.items():
         for chunk in chunks:
-            for entity in chunk.get("entities", []):
-                if len(entity["name"]) >= 3:
-                    defines.setdefault(entity["name"], set()).add(rel)
+            for entity in chunk.entities:
+                if len(entity.name) >= 3:
+                    defines.setdefault(entity.name, set()).add(rel)
     neighbours: dict[str, set[str]] = {rel: set() for rel in files}
     for rel, chunks in files.items():
-        used = {m for c in chunks for m in _IDENT.findall(c["text"])}
+        used = {m for c in chunks for m in _IDENT.findall(c.text)}
         for ident in used & defines.keys():
             for other in defines[ident] - {rel}:
                 neighbours[rel].add(other)
@@ -92,7 +96,7 @@ def _repository(name: str, files: dict[str, list[dict]]) -> Repository:
     return Repository(
         name=name,
         files=order,
-        chunks={rel: [c["id"] for c in chunks] for rel, chunks in files.items()},
+        chunks={rel: [c.id for c in chunks] for rel, chunks in files.items()},
         neighbours={rel: sorted(n) for rel, n in neighbours.items()},
     )
 

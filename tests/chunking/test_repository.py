@@ -148,8 +148,10 @@ def test_code_differing_only_in_comments_and_spacing_is_a_near_duplicate(tmp_pat
     assert len(near) == 6
 
 
-def test_an_edited_cache_entry_is_redone_not_used(tmp_path, tokenizer):
+def test_an_edited_cache_entry_is_redone_not_used(tmp_path, tokenizer, monkeypatch):
     from copilot_cli.core.fingerprints import cache_dir
+
+    monkeypatch.setenv("COPILOT_OPT_CACHE_DIR", str(tmp_path / "cache"))  # only this run's entries
 
     first, _, chunks = run(SAMPLE, tmp_path / "a.jsonl", tokenizer, use_cache=True)
     entries = sorted(

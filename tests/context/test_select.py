@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -173,9 +174,9 @@ def test_javascript_assigned_functions_are_definitions():
         "App.prototype.listen = function listen() {}\n"
         "const limit = 10\n"
     )
-    names = _defined_names({"language": "javascript", "text": text, "entities": []})
+    names = _defined_names(SimpleNamespace(language="javascript", text=text, entities=()))
     assert names == ["send", "parse", "merge", "listen"]
-    assert _defined_names({"language": "python", "text": text, "entities": []}) == []
+    assert _defined_names(SimpleNamespace(language="python", text=text, entities=())) == []
     line = signature_line(text, "parse")
     assert line is not None and line.startswith("exports.parse = async function (s)")
     assert "merge" not in line  # a one-line definition does not run into the next

@@ -214,10 +214,10 @@ def test_each_distinct_snippet_is_stored_once_after_one_shared_lead(chunk_kv, sh
     from copilot_cli.context.render import snippet_text
     from copilot_cli.kv.chunkkv import chunk_name, lead_ids
 
-    _, records = read_chunks(chunk_kv["chunks.jsonl"])
-    by_id = {r["id"]: r for r in records}
-    top = [by_id[e["id"]] for e in read_registry(chunk_kv["registry.json"])["chunks"][:12]]
-    snippets = {snippet_text(r["locations"][0]["path"], r["text"], "xml") for r in top}
+    records = read_chunks(chunk_kv["chunks.jsonl"]).chunks
+    by_id = {r.id: r for r in records}
+    top = [by_id[e.id] for e in read_registry(chunk_kv["registry.json"]).entries[:12]]
+    snippets = {snippet_text(r.first_path, r.text, "xml") for r in top}
     stored = _stored_chunks(chunk_kv["kv"])
     assert set(stored) == {chunk_name(s) for s in snippets}
     lead = lead_ids(shipped.tokenizer)
@@ -245,10 +245,10 @@ def test_a_rerun_reuses_every_chunk_and_inspect_reads_them(chunk_kv, runner):
 def _context(chunk_kv, count: int) -> list[dict[str, str]]:
     from copilot_cli.chunking import read_chunks
 
-    _, records = read_chunks(chunk_kv["chunks.jsonl"])
+    records = read_chunks(chunk_kv["chunks.jsonl"]).chunks
     stored = {e["origin"].removeprefix("chunk:") for e in _stored_chunks(chunk_kv["kv"]).values()}
-    chosen = [r for r in records if r["id"] in stored][:count]
-    return [{"path": r["locations"][0]["path"], "text": r["text"].rstrip("\n")} for r in chosen]
+    chosen = [r for r in records if r.id in stored][:count]
+    return [{"path": r.first_path, "text": r.text.rstrip("\n")} for r in chosen]
 
 
 def test_a_request_reuses_stored_chunks_and_full_recompute_is_a_full_prefill(chunk_kv, shipped):

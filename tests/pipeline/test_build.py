@@ -281,9 +281,7 @@ def test_inspect_build_notices_an_artifact_replaced_after_the_verdict(tmp_path, 
     )
 
 
-def test_a_template_named_like_a_path_stops_the_build_before_anything_is_written(
-    tmp_path, runner
-):
+def test_a_template_named_like_a_path_stops_the_build_before_anything_is_written(tmp_path, runner):
     config = _project(tmp_path, context={"enabled": True})
     victim = tmp_path / "victim"
     victim.mkdir()

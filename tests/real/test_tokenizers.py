@@ -53,12 +53,12 @@ def test_chunk_counts_are_exact_with_every_tokenizer(named_tokenizer, tmp_path):
         repos=(REPO / "sample_data" / "repo",), out=out, max_tokens=96, use_cache=False, jobs=1
     )
     chunk_repository(options, tokenizer)
-    _, chunks = read_chunks(out)
+    chunks = read_chunks(out).chunks
     assert len(chunks) > 20
     for chunk in chunks:
-        text = chunk.get("header", "") + chunk["text"]
+        text = chunk.header + chunk.text
         counted = len(tokenizer(text, add_special_tokens=False).input_ids)
-        assert counted == chunk["token_count"] <= 96, (name, chunk["path"], chunk["start_line"])
+        assert counted == chunk.token_count <= 96, (name, chunk.path, chunk.start_line)
 
 
 def test_reference_files_record_their_source():
