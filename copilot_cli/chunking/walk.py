@@ -244,6 +244,9 @@ def walk(
         if not _utf8(entry.name):
             result.skip("name not UTF-8", os.fsencode(rel).decode("utf-8", "backslashreplace"))
             continue
+        if any(ord(c) < 32 or ord(c) == 127 for c in entry.name):  # a line break would
+            result.skip("control character in the name", repr(rel)[1:-1])  # write prompt lines
+            continue
         mode = _mode(entry, root, rules, follow_symlinks, result, rel)
         if mode is None:
             continue

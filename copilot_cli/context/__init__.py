@@ -13,6 +13,7 @@ from copilot_cli.context.render import (
     XML_INTRO,
     file_sep_token,
     render_block,
+    snippet_ids,
     snippet_text,
 )
 from copilot_cli.context.requests import overview_prefix, overview_prefixes
@@ -39,5 +40,6 @@ __all__ = [
     "render_block",
     "repository_overview",
     "select_context",
+    "snippet_ids",
     "snippet_text",
 ]

@@ -9,6 +9,7 @@ from copilot_cli.chunking import Registry
 from copilot_cli.context.index import ContextIndex
 from copilot_cli.context.render import render_overview
 from copilot_cli.context.signatures import signature
+from copilot_cli.core.tokens import special_spellings
 
 
 def overview_lines(
@@ -16,6 +17,7 @@ def overview_lines(
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Lines of the overview (most central first) that fit `budget` when rendered (recounted)."""
     position = {cid: i for i, cid in enumerate(index.ids)}
+    specials = special_spellings(tokenizer)
     picked: list[str] = []
     entries: list[dict[str, Any]] = []
     considered = 0
@@ -33,8 +35,8 @@ def overview_lines(
                 continue
             sig, doc = found
             line = f"{index.paths[i][0]}: {sig}" + (f"  -- {doc}" if doc else "")
-            if line in picked:
-                continue
+            if line in picked or any(s in line for s in specials):
+                continue  # the overview is prefilled as prompt text: no control token in it
             trial = render_overview([*picked, line])
             if (
                 len(tokenizer.backend_tokenizer.encode(trial, add_special_tokens=False).ids)

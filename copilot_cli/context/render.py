@@ -7,6 +7,10 @@ xml (any model): a line introducing them, then per snippet
 file-sep (models with repository-level tokens, StarCoder2 and Qwen2.5-Coder): per snippet
     <|file_sep|>src/util.py        (StarCoder2 spells it <file_sep>)
     ...the chunk's text...
+A path is written as XML attribute text in the xml format (`&`, `<`, `>`, `"`, `'` escaped
+as Jinja's `e` filter does, so a file named `a" x="1.py` adds no attribute); paths never hold
+control characters (the chunker skips such files, the readers refuse them). The repository's
+text is data: its token ids are `snippet_ids`, where a special token's spelling is text.
 templates/parts/context.j2 and sample_data/fim_templates/repo_completion.j2 render exactly these
 strings (tests/context/test_render.py).
 """
@@ -14,6 +18,10 @@ strings (tests/context/test_render.py).
 from __future__ import annotations
 
 from typing import Any
+
+from markupsafe import escape
+
+from copilot_cli.core.tokens import literal_ids
 
 XML_INTRO = "Code from other files of this repository:\n"
 FILE_SEP_TOKENS = ("<|file_sep|>", "<file_sep>")
@@ -30,7 +38,20 @@ def snippet_text(path: str, text: str, fmt: str, separator: str = "<|file_sep|>"
     body = text.rstrip("\n")
     if fmt == "file-sep":
         return f"{separator}{path}\n{body}\n"
-    return f'<snippet path="{path}">\n{body}\n</snippet>\n'
+    return f'<snippet path="{escape(path)}">\n{body}\n</snippet>\n'
+
+
+def block_controls(fmt: str, separator: str) -> tuple[str, ...]:
+    """The control tokens a rendered block of `fmt` holds (its file separators)."""
+    return (separator,) if fmt == "file-sep" else ()
+
+
+def snippet_ids(
+    tokenizer: Any, snippet: str, fmt: str, separator: str = "<|file_sep|>"
+) -> list[int]:
+    """Token ids of a rendered snippet (or block): its file separator one control id, all
+    the rest (path, repository text) data, special-token spellings included."""
+    return literal_ids(tokenizer, snippet, block_controls(fmt, separator))
 
 
 def render_block(

@@ -11,7 +11,8 @@ import numpy as np
 from copilot_cli.context.imports import imports_of, resolve
 from copilot_cli.context.index import STOP, ContextIndex, terms_of
 from copilot_cli.context.options import WEIGHTS, WHOLE_WEIGHTS, Chosen
-from copilot_cli.context.render import render_block, snippet_text
+from copilot_cli.context.render import render_block, snippet_ids, snippet_text
+from copilot_cli.core.tokens import literal_counts
 
 NEAR_BEFORE, NEAR_AFTER = 30, 10  # lines around the cursor the query is made of
 SCAN = 512  # chunks considered for packing, strongest first
@@ -186,7 +187,8 @@ class Packer:
     separator: str
 
     def count(self, text: str) -> int:
-        return len(self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids)
+        """Tokens of rendered context as a prompt holds it: repository text as data."""
+        return len(snippet_ids(self.tokenizer, text, self.fmt, self.separator))
 
     def header_cost(self, path: str) -> int:
         """Tokens a snippet adds besides its text: its header and footer (memoised per index:
@@ -201,10 +203,8 @@ class Packer:
         costs = self.index.memo("line-costs", dict)
         new = [line for line in lines if line not in costs]
         if new:
-            encoded = self.tokenizer.backend_tokenizer.encode_batch(
-                [line + "\n" for line in new], add_special_tokens=False
-            )
-            costs.update((line, len(e.ids)) for line, e in zip(new, encoded, strict=True))
+            counted = literal_counts(self.tokenizer, [line + "\n" for line in new])
+            costs.update(zip(new, counted, strict=True))
         return costs
 
     def pack(self, whole: list[int], order: list[int], file: str) -> Packed:

@@ -21,6 +21,7 @@ from copilot_cli.context.render import (
     file_sep_token,
     render_block,
     render_overview,
+    snippet_ids,
 )
 from copilot_cli.context.select import Request, choose
 from copilot_cli.core.errors import InputError
@@ -52,7 +53,8 @@ class ContextSession:
         separator = self.index.memo("separator", lambda: file_sep_token(self.tokenizer))
         fmt = options.format if options.format != "auto" else "file-sep" if separator else "xml"
         separator = separator or "<|file_sep|>"
-        smallest = _count(self.tokenizer, render_block([(request.file or "x", "")], fmt, separator))
+        header = render_block([(request.file or "x", "")], fmt, separator)
+        smallest = len(snippet_ids(self.tokenizer, header, fmt, separator))
         if options.budget < smallest:
             raise OptionError(
                 "budget",

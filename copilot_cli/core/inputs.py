@@ -48,8 +48,8 @@ def decode_utf8(data: bytes, name: str) -> str:
 def repository_name_problem(name: str) -> str | None:
     """Why `name` cannot name a file of a repository (None: it can): a request names files
     the way the chunks do, relative to the repository root, never absolute or through '..'."""
-    if "\0" in name:
-        return "holds a NUL character"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "holds a control character (a line break, a tab, NUL...)"
     posix = name.replace("\\", "/")
     if posix.startswith("/") or (len(posix) > 1 and posix[1] == ":"):
         return "is an absolute path: name the file relative to the repository"

@@ -14,8 +14,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.context import XML_INTRO, file_sep_token, snippet_text
-from copilot_cli.core.tokens import continuation_ids, prompt_ids
+from copilot_cli.context import XML_INTRO, file_sep_token, snippet_ids, snippet_text
+from copilot_cli.core.tokens import prompt_ids
 
 CHUNK_PREFIX = "chunk/"
 # The canonical start every chunk is computed after: the model's leading specials and the line
@@ -77,7 +77,7 @@ def snippet_sources(
         snippet = snippet_text(path, text, chosen, separator)
         name = chunk_name(snippet)
         if name not in sources:
-            ids = lead + continuation_ids(tokenizer, snippet)
+            ids = lead + snippet_ids(tokenizer, snippet, chosen, separator)
             sources[name] = PrefixSource(
                 name=name,
                 text=snippet,

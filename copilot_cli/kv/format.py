@@ -299,6 +299,7 @@ def _check_index(index: dict[str, Any]) -> None:
             raise ValueError(f"segment {seg_hash[:16]}: start, length and bytes must be counts")
         if not isinstance(info["parent"], str) or not isinstance(info["file"], str):
             raise TypeError(f"segment {seg_hash[:16]}: parent and file must be strings")
+    leads: dict[tuple[int, ...], str] = {}
     for name, entry in prefixes.items():
         ids = entry["token_ids"]
         if not isinstance(ids, list) or not all(type(t) is int for t in ids):
@@ -320,6 +321,34 @@ def _check_index(index: dict[str, Any]) -> None:
         hashes = block_hashes(ids, index["block_size"], index["model_fingerprint"])
         if entry["block_hashes"] != hashes:
             raise ValueError(f"{name}: block hashes do not match its token ids")
+        _check_kind(name, entry, leads)
+
+
+def _check_kind(name: str, entry: dict[str, Any], leads: dict[tuple[int, ...], str]) -> None:
+    """A prefix is kind "prefix" with no lead; a chunk is named by its text's digest, and its
+    lead (the canonical start every chunk is computed after) is 1..tokens-1 tokens long and the
+    same tokens in every chunk of the folder."""
+    kind, lead = entry.get("kind", "prefix"), entry.get("lead_tokens", 0)
+    if kind not in ("prefix", "chunk"):
+        raise ValueError(f"{name}: kind {kind!r} is neither 'prefix' nor 'chunk'")
+    if type(lead) is not int:
+        raise TypeError(f"{name}: lead_tokens must be an integer")
+    digest = entry.get("text_sha256")
+    if digest is not None and not (isinstance(digest, str) and len(digest) == 64):
+        raise ValueError(f"{name}: text_sha256 is not a sha256")
+    if kind == "prefix":
+        if lead != 0:
+            raise ValueError(f"{name}: a prefix has no lead (lead_tokens {lead})")
+        return
+    if not 0 < lead < len(entry["token_ids"]):
+        raise ValueError(
+            f"{name}: lead_tokens {lead} is outside 1..{len(entry['token_ids']) - 1}"
+        )
+    if name != f"chunk/{digest}":
+        raise ValueError(f"{name}: a chunk is named by its text's digest (text_sha256)")
+    first = leads.setdefault(tuple(entry["token_ids"][:lead]), name)
+    if len(leads) > 1:
+        raise ValueError(f"{name}: its lead differs from {first}'s (every chunk has one lead)")
 
 
 @dataclass(frozen=True)

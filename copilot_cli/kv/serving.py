@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,39 +18,54 @@ from copilot_cli.kv.prefill import truncate
 def prepare_prompt(
     tokenizer: Any, bundle: Any, template: str, inputs: dict[str, Any]
 ) -> tuple[list[int], list[int]]:
-    """(prefix ids, rest ids) of a rendered template, split at its static prefix."""
+    """(prefix ids, rest ids) of a rendered template, split at its static prefix; the rest cut
+    at its context snippets (each tokenized alone, repository text as data), as a request
+    with chunk KV is."""
     rendered = bundle.split(template, **inputs)
     add_special = bundle.entry(template)["format"] == "text"
-    return (
-        prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special),
-        continuation_ids(tokenizer, rendered.rest),
-    )
+    prefix = prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)
+    snippets = inputs.get("context") or []
+    if not snippets:
+        return prefix, continuation_ids(tokenizer, rendered.rest)
+    pieces, tail = context_pieces(tokenizer, rendered.rest, snippets, set())
+    return prefix, [t for piece in pieces if isinstance(piece, list) for t in piece] + tail
+
+
+@dataclass(frozen=True)
+class StoredSnippet:
+    """A snippet of the prompt whose chunk KV the folder holds: its stored name and the ids
+    its stored tokens must be (its text as data, tokenized alone), checked before placement."""
+
+    name: str
+    ids: list[int]
 
 
 def context_pieces(
     tokenizer: Any, rest: str, snippets: list[dict[str, str]], stored: set[str]
-) -> tuple[list[str | list[int]], list[int]]:
-    """The rest of a rendered prompt cut at every snippet whose chunk KV is stored: (pieces in
-    order: a stored chunk's name, or the ids of the text before it; the ids of what follows the
-    last stored chunk). Each piece is tokenized alone (a chunk as it was stored)."""
-    from copilot_cli.context import FILE_SEP_TOKENS, snippet_text
+) -> tuple[list[StoredSnippet | list[int]], list[int]]:
+    """The rest of a rendered prompt cut at every snippet: (pieces in order: the ids of the
+    text before a snippet, then the snippet, a StoredSnippet when its chunk KV is stored, else
+    its ids; the ids of what follows the last snippet). Each piece is tokenized alone (a chunk
+    as it was stored), a snippet's repository text as data (`context.snippet_ids`)."""
+    from copilot_cli.context import FILE_SEP_TOKENS, snippet_ids, snippet_text
     from copilot_cli.kv.chunkkv import chunk_name
 
-    pieces: list[str | list[int]] = []
+    pieces: list[StoredSnippet | list[int]] = []
     cursor = 0
     for snippet in snippets:
-        forms = [snippet_text(snippet["path"], snippet["text"], "xml")]
-        forms += [
-            snippet_text(snippet["path"], snippet["text"], "file-sep", s) for s in FILE_SEP_TOKENS
-        ]
-        for form in forms:
+        forms = [("xml", "<|file_sep|>")] + [("file-sep", s) for s in FILE_SEP_TOKENS]
+        for fmt, separator in forms:
+            form = snippet_text(snippet["path"], snippet["text"], fmt, separator)
             at = rest.find(form, cursor)
-            if at >= 0 and chunk_name(form) in stored:
-                if at > cursor:
-                    pieces.append(continuation_ids(tokenizer, rest[cursor:at]))
-                pieces.append(chunk_name(form))
-                cursor = at + len(form)
-                break
+            if at < 0:
+                continue
+            if at > cursor:
+                pieces.append(continuation_ids(tokenizer, rest[cursor:at]))
+            ids = snippet_ids(tokenizer, form, fmt, separator)
+            name = chunk_name(form)
+            pieces.append(StoredSnippet(name, ids) if name in stored else ids)
+            cursor = at + len(form)
+            break
     return pieces, continuation_ids(tokenizer, rest[cursor:])
 
 
@@ -69,6 +85,7 @@ def assemble_request(
     `recompute`), and the ids of the rest of the prompt. Returns (Assembled, rest ids, names
     taken from a PrefixStore: release them when done)."""
     from copilot_cli.kv.assemble import assemble_cache, load_piece
+    from copilot_cli.kv.chunkkv import lead_ids
 
     inputs = {**inputs, "context": list(getattr(context, "context", context))}
     rendered = bundle.split(template, **inputs)
@@ -92,7 +109,21 @@ def assemble_request(
             f"the stored prefix of {template!r} has other tokens than the "
             "bundle's static prefix: rebuild it with prefill-kv"
         )
-    parts = [piece(p) if isinstance(p, str) else p for p in pieces]
+    lead = lead_ids(tokenizer)
+    parts: list[Any] = []
+    for p in pieces:
+        if isinstance(p, StoredSnippet):
+            placed = piece(p.name)
+            entry = folder.index.prefixes[p.name]
+            if placed.token_ids != p.ids or list(entry.token_ids[: placed.start]) != lead:
+                raise ArtifactError(
+                    f"the chunk KV {p.name[:22]}... holds other tokens than its snippet's "
+                    "text (edited or resealed): rebuild it with prefill-kv --chunks",
+                    where=str(folder.path / "index.json"),
+                )
+            parts.append(placed)
+        else:
+            parts.append(p)
     return assemble_cache(model, prefix, parts, recompute=recompute), rest_ids, taken
 
 
