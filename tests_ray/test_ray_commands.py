@@ -122,3 +122,60 @@ def test_build_on_ray_makes_the_same_artifacts(cluster, tmp_path):
     reports = [(tmp_path / n / "reports" / "regress.json").read_text() for n in ("local", "ray")]
     ray_report = reports[1].replace(str(tmp_path / "ray"), str(tmp_path / "local"))
     assert json.loads(ray_report)["variants"] == json.loads(reports[0])["variants"]
+
+
+def test_an_unreachable_cluster_is_one_line_at_once(tmp_path):
+    """No Ray logging, no minutes of retries: our one line, exit 2."""
+    import subprocess
+    import sys
+    import time
+
+    started = time.monotonic()
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "copilot_cli",
+            "chunk",
+            str(REPO / "sample_data" / "repo"),
+            "-o",
+            str(tmp_path / "c.jsonl"),
+            "--no-cache",
+            "--ray",
+            "127.0.0.1:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "error: --ray: cannot join the Ray cluster at 127.0.0.1:1: Connection refused"
+    ]
+    assert time.monotonic() - started < 60 and not (tmp_path / "c.jsonl").exists()
+
+
+def test_a_local_cluster_prints_nothing_of_ray_s_own(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "copilot_cli",
+            "chunk",
+            str(REPO / "sample_data" / "repo"),
+            "-o",
+            str(tmp_path / "c.jsonl"),
+            "--no-cache",
+            "--ray",
+            "local",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "ray" not in run.stderr.lower() and "logging.cc" not in run.stderr, run.stderr

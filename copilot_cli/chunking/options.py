@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.cluster import require_target
+from copilot_cli.core.inputs import repository_folder_problem
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import SAMPLE_REPO
@@ -71,6 +72,8 @@ class ChunkOptions:
         for repo in self.repos:
             require(repo.exists(), "repos", f"repository folder {repo} does not exist")
             require(repo.is_dir(), "repos", f"expected a repository folder, {repo} is a file")
+            problem = repository_folder_problem(repo)
+            require(problem is None, "repos", problem or "")
         names = [repo.name for repo in self.repos]
         twice = sorted({n for n in names if names.count(n) > 1})
         require(not twice, "repos", f"two repositories are named {', '.join(twice)}")

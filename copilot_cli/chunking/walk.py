@@ -241,11 +241,7 @@ def walk(
             stack.pop()
             continue
         rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
-        if not _utf8(entry.name):
-            result.skip("name not UTF-8", os.fsencode(rel).decode("utf-8", "backslashreplace"))
-            continue
-        if any(ord(c) < 32 or ord(c) == 127 for c in entry.name):  # a line break would
-            result.skip("control character in the name", repr(rel)[1:-1])  # write prompt lines
+        if _bad_name(entry.name, rel, result):
             continue
         mode = _mode(entry, root, rules, follow_symlinks, result, rel)
         if mode is None:
@@ -303,6 +299,18 @@ def _utf8(name: str) -> bool:
     except UnicodeEncodeError:  # undecodable bytes come back as lone surrogates
         return False
     return True
+
+
+def _bad_name(name: str, rel: str, result: WalkResult) -> bool:
+    """A name copilot-opt does not chunk (skipped, with the reason): not UTF-8, or holding a
+    control character (a line break in a name would write lines of its own into a prompt)."""
+    if not _utf8(name):
+        result.skip("name not UTF-8", os.fsencode(rel).decode("utf-8", "backslashreplace"))
+        return True
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        result.skip("control character in the name", repr(rel)[1:-1])
+        return True
+    return False
 
 
 def _mode(

@@ -9,7 +9,7 @@ import typer
 from copilot_cli import __version__
 from copilot_cli.cli.build import build_command
 from copilot_cli.cli.chunk import chunk_command
-from copilot_cli.cli.common import option, set_debug
+from copilot_cli.cli.common import check_environment, option, set_debug
 from copilot_cli.cli.context import context_command
 from copilot_cli.cli.inspect import inspect_command
 from copilot_cli.cli.kv import prefill_kv_command
@@ -53,6 +53,7 @@ def _root(
 ) -> None:
     set_debug(debug)
     progress.set_quiet(quiet)
+    check_environment()
 
 
 app.command("model-info")(model_info)

@@ -4,6 +4,7 @@ output (errors.py maps exceptions to them)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated, Any
 
@@ -31,6 +32,8 @@ def option(name: str, *aliases: str, help: str, **kwargs: Any) -> Any:
 
 def set_debug(debug: bool) -> None:
     _state["debug"] = debug
+    if debug:  # what the library reads (Ray's own logging, core.cluster)
+        os.environ["COPILOT_OPT_DEBUG"] = "1"
 
 
 def is_debug() -> bool:
@@ -80,3 +83,16 @@ def key_value_table(title: str, rows: list[tuple[str, Any]]) -> Table:
 
 
 JsonOpt = Annotated[bool, option("--json", help="Print a machine-readable result on stdout.")]
+
+
+def check_environment() -> None:
+    """What every command needs of its environment, checked before any work (one line, 2)."""
+    from copilot_cli.core.errors import CopilotError
+    from copilot_cli.core.inputs import check_cache_dir
+
+    try:
+        check_cache_dir()
+    except CopilotError as exc:
+        if is_debug():
+            raise
+        raise fail(str(exc), exc.exit_code) from None

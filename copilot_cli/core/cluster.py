@@ -29,6 +29,9 @@ _ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 # Fault injection for tests and cluster drills: a worker whose task finds this file missing
 # creates it and kills itself with SIGKILL (once), so the retry path is exercised for real.
 KILL_ONCE_ENV = "COPILOT_OPT_RAY_KILL_ONCE"
+# Set by `--debug`: Ray's own logging is shown (else only errors, and only ours).
+DEBUG_ENV = "COPILOT_OPT_DEBUG"
+JOIN_TIMEOUT = 10.0  # seconds a head node's port has to accept a connection
 
 
 def check_target(value: str) -> str | None:
@@ -66,30 +69,67 @@ def import_ray() -> Any:
 def session(target: str) -> Iterator[Any]:
     """The `ray` module, connected to `target` for the duration (an already connected driver,
     such as a test's, is used as it is and left connected)."""
+    verbose = os.environ.get(DEBUG_ENV) == "1"
+    if not verbose:  # Ray's own C++ warnings (connection retries...) are not ours to print
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     ray = import_ray()
     if ray.is_initialized():
         yield ray
         return
+    if target not in ("local", "auto") and (why := unreachable(target)):
+        raise InputError(f"cannot join the Ray cluster at {target}: {why}", where="--ray")
     import logging
 
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
-        "log_to_driver": False,
-        "logging_level": logging.ERROR,  # Ray's start-up notes are not ours to print
+        "log_to_driver": verbose,
+        # Ray's start-up notes are not ours to print (shown with --debug)
+        "logging_level": logging.INFO if verbose else logging.ERROR,
     }
     env = {k: v for k, v in os.environ.items() if k.startswith("COPILOT_OPT_")}
     kwargs["runtime_env"] = {"env_vars": env} if env else None
     try:
-        if target == "local":
-            ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
-        else:
-            ray.init(address=target, **kwargs)
+        with contextlib.nullcontext() if verbose else _native_stderr_silenced():
+            if target == "local":
+                ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+            else:
+                ray.init(address=target, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise InputError(f"cannot join the Ray cluster at {target}: {exc}", where="--ray") from None
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null while Ray starts: its C++ core prints a line about
+    its own log level there, whatever the level (Python's sys.stderr is flushed first)."""
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def unreachable(target: str, timeout: float = JOIN_TIMEOUT) -> str | None:
+    """Why the head node at `target` (HOST:PORT or ray://HOST:PORT) cannot be reached (None
+    when a TCP connection opens): said at once, where Ray would retry for minutes."""
+    import socket
+
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
 
 
 def workers(ray: Any, *, gpus: bool = False) -> int:

@@ -58,6 +58,23 @@ def repository_name_problem(name: str) -> str | None:
     return None
 
 
+# Folders that hold no repository: their files are the kernel's (reads that block, sizes that
+# lie, entries that vanish mid-walk), and walking them takes minutes before failing.
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+
+
+def repository_folder_problem(path: Path) -> str | None:
+    """Why folder `path` cannot be a repository to walk (None: it can): the filesystem root
+    (everything, /proc included) or a kernel folder."""
+    resolved = os.path.realpath(path)
+    if resolved == os.path.realpath(os.sep):
+        return f"{path} is the filesystem root: give a repository folder"
+    for system in SYSTEM_FOLDERS:
+        if resolved == system or resolved.startswith(system + os.sep):
+            return f"{path} is under {system}, the kernel's files: give a repository folder"
+    return None
+
+
 def repository_file(repo: Path, name: str) -> Path:
     """The regular file `name` inside `repo`, resolved: refuses a name that is absolute or goes
     up, and a path that leaves the repository through a symlink (of the file or a folder).
@@ -121,7 +138,28 @@ def repository_list(source: str | Path) -> tuple[Path, ...]:
         path = base / entry
         if not path.is_dir():
             raise InputError(f"{path} is not a folder", where=f"{source}:{number}")
+        if problem := repository_folder_problem(path):
+            raise InputError(problem, where=f"{source}:{number}")
         paths.append(path)
     if not paths:
         raise InputError("names no repository", where=str(source))
     return tuple(paths)
+
+
+def check_cache_dir() -> None:
+    """Refuse, before any work, a COPILOT_OPT_CACHE_DIR that cannot hold the caches (a file, a
+    path below a file, a place that cannot be created or written): a command would otherwise
+    fail after writing its output, and the next run refuse that output as not its own."""
+    env = os.environ.get("COPILOT_OPT_CACHE_DIR")
+    if not env:
+        return
+    where = "COPILOT_OPT_CACHE_DIR"
+    path = Path(env)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{env} is not a folder: point it at a folder for the caches", where=where)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{env} cannot be created ({exc.strerror})", where=where) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{env} is not writable", where=where)

@@ -341,9 +341,7 @@ def _check_kind(name: str, entry: dict[str, Any], leads: dict[tuple[int, ...], s
             raise ValueError(f"{name}: a prefix has no lead (lead_tokens {lead})")
         return
     if not 0 < lead < len(entry["token_ids"]):
-        raise ValueError(
-            f"{name}: lead_tokens {lead} is outside 1..{len(entry['token_ids']) - 1}"
-        )
+        raise ValueError(f"{name}: lead_tokens {lead} is outside 1..{len(entry['token_ids']) - 1}")
     if name != f"chunk/{digest}":
         raise ValueError(f"{name}: a chunk is named by its text's digest (text_sha256)")
     first = leads.setdefault(tuple(entry["token_ids"][:lead]), name)

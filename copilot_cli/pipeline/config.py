@@ -21,6 +21,7 @@ from copilot_cli.context.options import OverviewOptions
 from copilot_cli.core.cluster import require_target
 from copilot_cli.core.config_file import load_config
 from copilot_cli.core.errors import InputError
+from copilot_cli.core.inputs import repository_folder_problem
 from copilot_cli.core.modelspec import DEFAULT_DEVICE, ModelSpec
 from copilot_cli.core.options import OptionError, from_mapping, schema_of
 from copilot_cli.kv.options import PrefillOptions
@@ -188,6 +189,8 @@ def _repositories(raw: dict[str, Any], base: Path) -> tuple[Path, ...]:
         for i, repo in enumerate(raw["repositories"])
     )
     for i, repo in enumerate(repositories):
+        if problem := repository_folder_problem(repo):
+            raise OptionError(f"repositories[{i}]", problem)
         for j in range(i):
             if repositories[j] == repo:
                 raise OptionError(f"repositories[{i}]", f"{repo} is also repositories[{j}]")

@@ -91,14 +91,31 @@ def thresholds_text(t: Thresholds) -> str:
     return text + "."
 
 
+UNCHECKED_BASELINE = (
+    "BASELINE NOT CHECKED (baseline_check 0): the original's log-probs were read from the "
+    "baseline with no case recomputed, so an edited or resealed baseline would pass"
+)
+
+
+def gate_text(result: RegressResult) -> str:
+    """The thresholds sentence, and what was switched off: lax thresholds, the baseline check."""
+    text = thresholds_text(result.thresholds)
+    if result.provenance.unchecked_baseline:
+        text += f" {UNCHECKED_BASELINE}."
+    return text
+
+
+def _weakened(result: RegressResult) -> bool:
+    return bool(result.thresholds.lax()) or result.provenance.unchecked_baseline
+
+
 def junit_xml(result: RegressResult) -> str:
     """One testcase per variant × prompt group; a failure carries the numbers."""
     suites = ET.Element("testsuites", name="copilot-opt regress")
-    t = result.thresholds
     for variant in result.variants:
         suite = ET.SubElement(suites, "testsuite", name=f"regress.{variant.name}")
         properties = ET.SubElement(suite, "properties")
-        ET.SubElement(properties, "property", name="thresholds", value=thresholds_text(t))
+        ET.SubElement(properties, "property", name="thresholds", value=gate_text(result))
         cases = 0
         failures = 0
         for group, summary in sorted(variant.groups.items()):
@@ -148,11 +165,10 @@ def markdown(result: RegressResult) -> str:
     verdict_text = "✅ all variants pass" if result.passed else "❌ regression"
     if result.partial is not None:
         verdict_text = f"⏸ partial report, no verdict ({result.partial})"
-    t = result.thresholds
     lines = [
         f"## copilot-opt regress: {verdict_text}",
         "",
-        f"{thresholds_text(t)} "
+        f"{gate_text(result)} "
         f"Model `{result.provenance.model_fingerprint[:16]}`, "
         f"{result.provenance.prompt_count} prompts.",
         "",
@@ -255,8 +271,7 @@ def html_report(result: RegressResult) -> str:
         f"(<code>{result.provenance.model_fingerprint[:16]}</code>), "
         f"{result.provenance.prompt_count} prompts; forward "
         f"{result.timing.forward_seconds}s, metrics {result.timing.metric_seconds}s.</p>",
-        f"<p class='{'fail' if result.thresholds.lax() else 'note'}'>"
-        f"{esc(thresholds_text(result.thresholds))}</p>",
+        f"<p class='{'fail' if _weakened(result) else 'note'}'>{esc(gate_text(result))}</p>",
         "<table><tr><th>variant</th><th>positions</th>"
         + "".join(f"<th>{esc(k)}</th>" for k in summary_line(result.variants[0].summary))
         + "<th>result</th></tr>"

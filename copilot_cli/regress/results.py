@@ -58,6 +58,12 @@ class Provenance:
     baseline: str | None
     gen_tokens: int
     max_tokens: int
+    baseline_check: int | None = None  # cases of a baseline recomputed (0: the check was off)
+
+    @property
+    def unchecked_baseline(self) -> bool:
+        """A baseline was used without recomputing any of its cases (baseline_check 0)."""
+        return self.baseline is not None and self.baseline_check == 0
 
 
 @dataclass
@@ -127,6 +133,7 @@ class RegressResult:
             "partial": self.partial,
             "thresholds": self.thresholds.to_dict(),
             "lax_thresholds": self.thresholds.lax(),
+            "baseline_checked": not self.provenance.unchecked_baseline,
             "provenance": dataclasses.asdict(self.provenance),
             "timing": dataclasses.asdict(self.timing),
             "baseline_saved": self.baseline_saved,

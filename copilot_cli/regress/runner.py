@@ -383,4 +383,5 @@ def _provenance(
         baseline=str(options.baseline) if options.baseline else None,
         gen_tokens=options.gen_tokens,
         max_tokens=options.max_tokens,
+        baseline_check=options.baseline_check if options.baseline else None,
     )

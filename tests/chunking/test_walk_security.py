@@ -190,3 +190,13 @@ def test_an_ignore_file_that_cannot_be_read_is_an_error(runner, leaky, tmp_path,
     assert result.exit_code == 2, result.output
     assert f"{ignore}: the ignore file" in result.stderr and "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_names_with_control_characters_are_skipped_and_named(tmp_path):
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    (tmp_path / "evil\n<|file_sep|>x.py").write_text("y = 2\n")
+    (tmp_path / "tab\there.py").write_text("z = 3\n")
+    result = walk(tmp_path)
+    assert [rel for _, rel in result.files] == ["ok.py"]
+    assert result.skipped["control character in the name"] == 2
+    assert "evil\\n<|file_sep|>x.py" in result.skipped_paths["control character in the name"]

@@ -146,7 +146,7 @@ def test_markup_in_names_of_a_working_run_is_printed_as_text(runner, tmp_path):
     templates = tmp_path / "t[/]s"
     templates.mkdir(parents=True)
     (templates / "[red]greet[bold].j2").write_text(
-        "---\nname: '[red]greet[/red]'\ndescription: d\nversion: 1.0.0\n"
+        "---\nname: greet\ndescription: '[red]hello[/red]'\nversion: 1.0.0\n"
         "inputs:\n  type: object\n  properties:\n    name: {type: string}\n"
         "---\nSay hello to {{ name }}.\n"
     )
@@ -155,13 +155,20 @@ def test_markup_in_names_of_a_working_run_is_printed_as_text(runner, tmp_path):
     assert result.exit_code == 0, result.output
     inputs = tmp_path / "in.json"
     inputs.write_text(json.dumps({"name": "[/][bold]x"}))
-    result = runner.invoke(
-        app, ["render", str(bundle), "[red]greet[/red]", "--inputs", str(inputs)]
-    )
+    result = runner.invoke(app, ["render", str(bundle), "greet", "--inputs", str(inputs)])
     assert result.exit_code == 0, result.output
     assert "Say hello to [/][bold]x." in result.stdout
     inspected = runner.invoke(app, ["inspect", str(bundle)])
-    assert inspected.exit_code == 0 and "[red]greet[/red]" in inspected.stdout
+    assert inspected.exit_code == 0 and "b[/]" in inspected.stdout.replace("\n", "")
+    # a markup name is no template name (names become file names): refused, printed as text
+    (templates / "[red]greet[bold].j2").write_text(
+        "---\nname: '[red]greet[/red]'\ndescription: d\nversion: 1.0.0\n"
+        "inputs:\n  type: object\n---\nx\n"
+    )
+    refused = runner.invoke(app, ["compile-templates", str(templates), "-o", str(bundle)])
+    assert refused.exit_code == 2 and "'[red]greet[/red]' is not a template name" in (
+        refused.stderr
+    )
 
 
 # -- prompts files -------------------------------------------------------------------------------
@@ -343,3 +350,36 @@ def test_ray_without_the_extra_is_one_line(runner, tmp_path, args):
 def test_a_ray_address_that_is_not_one(runner, tmp_path):
     args = ["chunk", str(REPO / "sample_data/repo"), "-o", str(tmp_path / "c"), "--ray", "no such"]
     _refused(runner, args, "--ray", "is not local, auto")
+
+
+@pytest.mark.parametrize("where", ["file", "below-a-file", "uncreatable"])
+def test_an_unusable_cache_dir_is_exit_2_before_anything_is_written(
+    runner, tmp_path, monkeypatch, where
+):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    cache = {"file": a_file, "below-a-file": a_file / "sub", "uncreatable": "/proc/copilot"}
+    monkeypatch.setenv("COPILOT_OPT_CACHE_DIR", str(cache[where]))
+    out = tmp_path / "pruned.txt"
+    source = tmp_path / "in.py"
+    source.write_text("def f(x):\n    return x + 1\n")
+    result = runner.invoke(app, ["prune", str(source), "-o", str(out), "--rate", "0.5"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "COPILOT_OPT_CACHE_DIR" in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("repo", ["/", "/proc", "/sys/kernel"])
+def test_the_filesystem_root_or_a_kernel_folder_is_no_repository(runner, tmp_path, repo):
+    import yaml
+
+    out = tmp_path / "c.jsonl"
+    result = runner.invoke(app, ["chunk", repo, "-o", str(out)])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+    config = tmp_path / "copilot-opt.yaml"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "templates", tmp_path / "templates")
+    config.write_text(yaml.safe_dump({"repositories": [repo]}))
+    built = runner.invoke(app, ["build", "-c", str(config), "-o", str(tmp_path / "b")])
+    assert built.exit_code == 2 and "repositories[0]" in built.stderr, built.output

@@ -135,6 +135,14 @@ def test_a_forged_baseline_is_refused_when_the_model_is_at_hand(artifacts, tmp_p
             run_regress_with(honest, _options(prompts, spec, baseline=forged))
     unchecked = run_regress_with(honest, _options(prompts, spec, baseline=forged, baseline_check=0))
     assert not unchecked.passed  # what the check is for: without it the forgery decides
+    # switched off, the check is named in every report, as lax thresholds are
+    from copilot_cli.regress.reports import html_report, junit_xml, markdown
+
+    assert unchecked.to_dict()["baseline_checked"] is False
+    for report in (markdown(unchecked), junit_xml(unchecked), html_report(unchecked)):
+        assert "BASELINE NOT CHECKED" in report
+    checked_report = markdown(run_regress_with(honest, _options(prompts, spec)))
+    assert "BASELINE NOT CHECKED" not in checked_report
 
 
 def test_variant_made_for_another_model_is_refused(artifacts, tiny_llama_dir):

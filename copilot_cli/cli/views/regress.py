@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from copilot_cli.cli.common import cell, note, stderr_console, stdout_console, warn
-from copilot_cli.regress.reports import summary_line
+from copilot_cli.regress.reports import UNCHECKED_BASELINE, summary_line
 from copilot_cli.regress.results import RegressResult
 
 
@@ -50,6 +50,8 @@ def show(result: RegressResult) -> None:
             note("; ".join(v.failures))
     for name, why in result.thresholds.lax().items():
         warn(f"lax threshold, allowed explicitly: {name} {why}")
+    if result.provenance.unchecked_baseline:
+        warn(UNCHECKED_BASELINE)
     t = result.timing
     saved = f"; baseline saved to {result.baseline_saved}" if result.baseline_saved else ""
     note(
