@@ -4,7 +4,7 @@ output (errors.py maps exceptions to them)."""
 from __future__ import annotations
 
 import json
-import os
+import logging
 import sys
 from typing import Annotated, Any
 
@@ -32,8 +32,8 @@ def option(name: str, *aliases: str, help: str, **kwargs: Any) -> Any:
 
 def set_debug(debug: bool) -> None:
     _state["debug"] = debug
-    if debug:  # what the library reads (Ray's own logging, core.cluster)
-        os.environ["COPILOT_OPT_DEBUG"] = "1"
+    # what the library reads (core.cluster shows Ray's own logging at DEBUG)
+    logging.getLogger("copilot_cli").setLevel(logging.DEBUG if debug else logging.NOTSET)
 
 
 def is_debug() -> bool:

@@ -29,8 +29,6 @@ _ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 # Fault injection for tests and cluster drills: a worker whose task finds this file missing
 # creates it and kills itself with SIGKILL (once), so the retry path is exercised for real.
 KILL_ONCE_ENV = "COPILOT_OPT_RAY_KILL_ONCE"
-# Set by `--debug`: Ray's own logging is shown (else only errors, and only ours).
-DEBUG_ENV = "COPILOT_OPT_DEBUG"
 JOIN_TIMEOUT = 10.0  # seconds a head node's port has to accept a connection
 
 
@@ -69,7 +67,9 @@ def import_ray() -> Any:
 def session(target: str) -> Iterator[Any]:
     """The `ray` module, connected to `target` for the duration (an already connected driver,
     such as a test's, is used as it is and left connected)."""
-    verbose = os.environ.get(DEBUG_ENV) == "1"
+    import logging
+
+    verbose = logging.getLogger("copilot_cli").isEnabledFor(logging.DEBUG)
     if not verbose:  # Ray's own C++ warnings (connection retries...) are not ours to print
         os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     ray = import_ray()
@@ -78,8 +78,6 @@ def session(target: str) -> Iterator[Any]:
         return
     if target not in ("local", "auto") and (why := unreachable(target)):
         raise InputError(f"cannot join the Ray cluster at {target}: {why}", where="--ray")
-    import logging
-
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": verbose,
