@@ -36,7 +36,7 @@ LLAMACPP_CMAKE  ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 REAL_MODELS ?= $(or $(COPILOT_OPT_REAL_MODELS),$(HOME)/.cache/copilot-opt-real-models)
 REAL_STAMP  := $(REAL_MODELS)/READY.json
 
-.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray real-models test-real test-install test-slow llamacpp-env test-llamacpp
+.PHONY: install test lint format demo bench model clean help vllm-env test-vllm serve ray-env test-ray real-models test-real test-install test-slow llamacpp-env test-llamacpp llama-tools
 
 help:
 	@echo "make test   - create .venv, install, run the test suite (what CI runs)"
@@ -46,7 +46,8 @@ help:
 	@echo "make model  - retrain the shipped tiny code model (about 20 minutes on 2 cores)"
 	@echo "make vllm-env  - create .venv-vllm: the project with vLLM (CPU build)"
 	@echo "make llamacpp-env  - create .venv-llamacpp: the project with llama-cpp-python (built once, cached)"
-	@echo "make test-llamacpp - the llama.cpp slot tests (in .venv-llamacpp)"
+	@echo "make test-llamacpp - the llama.cpp tests: slots, exports, regress (in .venv-llamacpp)"
+	@echo "make llama-tools - build llama.cpp's llama-perplexity (KL tool) once, cached"
 	@echo "make test-vllm - the vLLM serving tests (in .venv-vllm)"
 	@echo "make serve     - build the shipped project, then serve build/kv with vLLM on :8000"
 	@echo "make ray-env   - create .venv-ray: the project with Ray"
@@ -101,7 +102,28 @@ $(LLAMACPP_STAMP): pyproject.toml constraints.txt
 
 llamacpp-env: $(LLAMACPP_STAMP)
 
-test-llamacpp: $(LLAMACPP_STAMP) $(REAL_STAMP)
+# llama.cpp's own KL tool (llama-perplexity), built from the same vendored sources as the
+# wheel, once per machine (about 5 minutes on 2 cores), into the instruments cache: regress
+# --engine llama.cpp is checked against it (tests_llamacpp, benchmarks/bench_gguf_export.py).
+LLAMA_TOOLS := $(REAL_MODELS)/llama-tools/bin/llama-perplexity
+
+$(LLAMA_TOOLS):
+	mkdir -p $(REAL_MODELS)/sdist $(REAL_MODELS)/llama-tools
+	ls $(REAL_MODELS)/sdist/llama_cpp_python-*.tar.gz >/dev/null 2>&1 || \
+		$(PYTHON) -m pip download -q --no-deps --no-binary :all: -d $(REAL_MODELS)/sdist "$(LLAMACPP_SPEC)"
+	rm -rf $(REAL_MODELS)/llama-tools/src && mkdir -p $(REAL_MODELS)/llama-tools/src
+	tar xzf $(REAL_MODELS)/sdist/llama_cpp_python-*.tar.gz -C $(REAL_MODELS)/llama-tools/src --strip-components=1
+	cmake -S $(REAL_MODELS)/llama-tools/src/vendor/llama.cpp -B $(REAL_MODELS)/llama-tools/build \
+		-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+		-DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake --build $(REAL_MODELS)/llama-tools/build --target llama-perplexity -j$$(nproc) > /dev/null
+	mkdir -p $(REAL_MODELS)/llama-tools/bin
+	cp -a $(REAL_MODELS)/llama-tools/build/bin/. $(REAL_MODELS)/llama-tools/bin/
+	rm -rf $(REAL_MODELS)/llama-tools/src $(REAL_MODELS)/llama-tools/build
+
+llama-tools: $(LLAMA_TOOLS)
+
+test-llamacpp: $(LLAMACPP_STAMP) $(REAL_STAMP) $(LLAMA_TOOLS)
 	COPILOT_OPT_REAL_MODELS=$(REAL_MODELS) $(LLAMACPP_VENV)/bin/python -m pytest -q tests_llamacpp
 
 test-ray: $(RAY_STAMP)

@@ -16,7 +16,10 @@ def quantize_command(
     out: Annotated[Path, option("--out", "-o", help="Output folder.")] = Path("build/quant"),
     model: ModelOpt = "",
     bits: Annotated[int, option("--bits", help="8 (per-row scales) or 4 (group-wise).")] = 8,
-    group_size: Annotated[int, option("--group-size", help="Columns per 4-bit scale.")] = 32,
+    group_size: Annotated[int, option("--group-size", help="Columns per grouped scale.")] = 32,
+    int8_scales: Annotated[
+        str, option("--int8-scales", help="row or group (INT8: one scale per --group-size).")
+    ] = "row",
     keep_fp16: Annotated[
         int | None, option("--keep-fp16", help="Keep the N most frequent rows in FP16.")
     ] = None,
@@ -39,6 +42,13 @@ def quantize_command(
         Path, option("--prompts", help="JSONL prompts for the logit-fidelity check.")
     ] = DEFAULT_PROMPTS,
     no_fidelity: Annotated[bool, option("--no-fidelity", help="Skip the fidelity check.")] = False,
+    export: Annotated[
+        list[str] | None,
+        option("--export", help="Also write gguf and/or compressed-tensors (repeatable)."),
+    ] = None,
+    gguf: Annotated[
+        Path | None, option("--gguf", help="The GGUF a gguf export starts from (a folder model).")
+    ] = None,
     device: DeviceOpt = DEFAULT_DEVICE,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
@@ -51,11 +61,14 @@ def quantize_command(
         out=out,
         bits=bits,
         group_size=group_size,
+        int8_scales=int8_scales,
         keep_fp16=keep_fp16,
         keep_coverage=keep_coverage,
         **({"corpus": tuple(corpus)} if corpus else {}),
         include_lm_head=include_lm_head,
         prompts=None if no_fidelity else prompts,
+        export=tuple(export or ()),
+        gguf=gguf,
         model=model_spec(model, device, "auto", allow_download),
     )
     result = quantize_embeddings(options)

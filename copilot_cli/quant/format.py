@@ -2,7 +2,7 @@
 
 Tensors (prefix `embed.`, and `lm_head.` when an untied output projection is quantized too):
     {p}.q          int8 [vocab, hidden] (8-bit) or uint8 [vocab, hidden / 2] (4-bit, packed)
-    {p}.scales     float16 [vocab] (8-bit) or [vocab, hidden / group_size] (4-bit)
+    {p}.scales     float16 [vocab] (8-bit per row) or [vocab, hidden / group_size] (grouped)
     {p}.kept_ids   int64 [kept] sorted token ids served from FP16
     {p}.kept_rows  float16 [kept, hidden] those rows, cast from the original
 """
@@ -76,7 +76,8 @@ def read(
         kept = int(metadata["kept_rows"])
     except (KeyError, ValueError) as exc:
         raise ArtifactError(f"malformed metadata ({exc})", where=where) from None
-    if bits not in (4, 8) or (group is not None and group < 1) or not 0 <= kept <= rows:
+    bad_group = (bits == 4 and group is None) or (group is not None and (group < 1 or cols % group))
+    if bits not in (4, 8) or bad_group or not 0 <= kept <= rows:
         raise ArtifactError(
             f"malformed metadata (bits {bits}, group_size {group}, kept_rows {kept} of {rows})",
             where=where,
@@ -114,7 +115,8 @@ def _expected(
 ) -> dict[str, tuple[str, list[int]]]:
     """name -> (dtype, shape) of one stored table under the scheme its metadata names."""
     if bits == 8:
-        q, scales = ("I8", [rows, cols]), ("F16", [rows])
+        q = ("I8", [rows, cols])
+        scales = ("F16", [rows] if group is None else [rows, cols // group])
     else:
         q, scales = ("U8", [rows, cols // 2]), ("F16", [rows, cols // (group or 1)])
     return {

@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.inspection import Expected, Inspection, Problem, checked, unreadable
 from copilot_cli.core.safetensors_io import read_header
+from copilot_cli.quant.exports import CT_FOLDER, GGUF_NAME
 from copilot_cli.quant.format import FILENAME, read
+from copilot_cli.quant.gguf_export import inspect_export
 
 REPORT = "report.json"
 _DESCRIBED = (
@@ -42,8 +46,9 @@ def inspect_quantized(
     info: dict[str, Any] = {key: metadata.get(key) for key in _DESCRIBED}
     info.update(tables=sorted({name.split(".")[0] for name in header}), bytes=file.stat().st_size)
     problems: list[Problem] = []
+    parts: list[Inspection] = []
     if verify:
-        checked(
+        tables = checked(
             problems,
             str(file),
             lambda: read(
@@ -54,7 +59,54 @@ def inspect_quantized(
         )
         if path.is_dir():
             _check_report(path / REPORT, metadata, problems)
-    return Inspection(str(path), "quantized-embeddings", info, verify, problems)
+            if (path / CT_FOLDER).is_dir():
+                _check_checkpoint(path / CT_FOLDER, tables, problems)
+    if path.is_dir():
+        info["exports"] = [n for n in (GGUF_NAME, CT_FOLDER) if (path / n).exists()]
+        if (path / GGUF_NAME).is_file():
+            parts.append(inspect_gguf_export(path / GGUF_NAME, verify=verify))
+    return Inspection(str(path), "quantized-embeddings", info, verify, problems, parts)
+
+
+def inspect_gguf_export(
+    path: Path, *, verify: bool = True, expected: Expected | None = None
+) -> Inspection:
+    """A quantize --export gguf file: its scheme, source and replaced tensors (types, bytes
+    before and after); verified, each replaced tensor's bytes against the sha256 recorded
+    when it was written (a GGUF whose embedding was replaced by anything else is refused)."""
+    info, found = inspect_export(path, verify)
+    problems = [Problem(str(path), problem) for problem in found]
+    return Inspection(str(path), "gguf-export", info, verify, problems)
+
+
+def _check_checkpoint(folder: Path, tables: Any, problems: list[Problem]) -> None:
+    """A compressed-tensors export: its weights file whole (digest), its config naming the
+    scheme, and its embedding tensors exactly the table beside it."""
+    from copilot_cli.core.safetensors_io import read_verified, tensor_view
+    from copilot_cli.quant.ct_export import WEIGHTS, stored_tensors
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if config["quantization_config"]["quant_method"] != "compressed-tensors":
+            raise ValueError("no compressed-tensors quantization_config")
+        header, _, buffer, start = read_verified(folder / WEIGHTS)
+    except (OSError, ValueError, KeyError, TypeError, ArtifactError) as exc:
+        message = exc.message if isinstance(exc, ArtifactError) else f"{type(exc).__name__}: {exc}"
+        problems.append(Problem(str(folder), f"not a whole export ({message})"))
+        return
+    if not tables:
+        return
+    wanted = stored_tensors(_embed_prefix(header), tables[0]["embed"].table)
+    for name, tensor in wanted.items():
+        stored = tensor_view(buffer, start, header[name]) if name in header else None
+        if stored is None or not torch.equal(stored, tensor):
+            problems.append(Problem(str(folder / WEIGHTS), f"{name} is not the quantized table"))
+            return
+
+
+def _embed_prefix(header: dict[str, Any]) -> str:
+    names = [n for n in header if n.endswith(".weight_scale")]
+    return next((n.removesuffix(".weight_scale") for n in names if "embed" in n), "")
 
 
 def _check_report(report: Path, metadata: dict[str, str], problems: list[Problem]) -> None:

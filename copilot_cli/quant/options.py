@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from copilot_cli.core.gguf import gguf_file
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import coerce_paths, require, require_count, require_number, setting
 from copilot_cli.core.outputs import check_output_shape
@@ -13,6 +14,7 @@ from copilot_cli.paths import DEFAULT_CORPUS, DEFAULT_PROMPTS
 
 SUPPORTED_BITS = (8, 4)
 SUPPORTED_GROUPS = (32, 64, 128)
+EXPORTS = ("gguf", "compressed-tensors")
 
 
 @dataclass(frozen=True)
@@ -22,25 +24,47 @@ class QuantizeOptions:
     Attributes:
         out: output folder (embeddings.safetensors and report.json).
         bits: 8 (per-row scales) or 4 (group-wise scales).
-        group_size: columns per scale for 4-bit (32, 64 or 128).
+        group_size: columns per scale for 4-bit, and for 8-bit with int8_scales "group"
+            (32, 64 or 128).
+        int8_scales: INT8's scales: one per row ("row") or one per group of group_size
+            columns ("group"; with 32: exactly llama.cpp's Q8_0 blocks, 8.5 bits a value).
         keep_fp16: keep this many most frequent rows in FP16 (exclusive with keep_coverage).
         keep_coverage: keep the most frequent rows that together cover this share of corpus
             tokens.
         corpus: files or folders whose token frequencies decide the kept rows.
         include_lm_head: quantize the output projection too (once, when tied).
         prompts: JSONL prompts for the logit-fidelity check (None skips it).
+        export: also write the table in engines' formats: `gguf` (OUT/model.gguf, Q8_0 for
+            INT8, Q4_0 for INT4 groups of 32) and/or `compressed-tensors`
+            (OUT/compressed-tensors/, a checkpoint transformers and vLLM load).
+        gguf: the GGUF the gguf export starts from when the model is a transformers folder
+            (the same model converted by llama.cpp); a GGUF model is its own.
         model: the model to load when none is handed in.
     """
 
     out: Path = setting(Path("build/quant"), yaml=False)
     bits: Literal[8, 4] = 8
     group_size: Literal[32, 64, 128] = 32
+    int8_scales: Literal["row", "group"] = "row"
     keep_fp16: int | None = None
     keep_coverage: float | None = None
     corpus: tuple[Path, ...] = DEFAULT_CORPUS
     include_lm_head: bool = False
     prompts: Path | None = DEFAULT_PROMPTS
+    export: tuple[str, ...] = ()
+    gguf: Path | None = None
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
+
+    @property
+    def grouped(self) -> bool:
+        """One scale per group of group_size columns (every INT4 table; INT8 when asked)."""
+        return self.bits == 4 or self.int8_scales == "group"
+
+    @property
+    def scheme(self) -> str:
+        if self.bits == 8 and not self.grouped:
+            return "int8-per-row"
+        return f"int{self.bits}-group{self.group_size}"
 
     def __post_init__(self) -> None:
         coerce_paths(self)
@@ -58,13 +82,34 @@ class QuantizeOptions:
             "bits",
             f"{self.bits} is not supported; choose one of {', '.join(map(str, SUPPORTED_BITS))}",
         )
+        require(self.int8_scales in ("row", "group"), "int8_scales", "use row or group")
         require(
-            self.bits == 8 or self.group_size in SUPPORTED_GROUPS,
+            (self.bits == 8 and self.int8_scales == "row") or self.group_size in SUPPORTED_GROUPS,
             "group_size",
             f"{self.group_size} is not supported; choose one of "
             f"{', '.join(map(str, SUPPORTED_GROUPS))}",
         )
         check_output_shape(self.out, "out", folder=True)
+        object.__setattr__(self, "export", tuple(self.export))
+        for fmt in self.export:
+            require(fmt in EXPORTS, "export", f"{fmt!r} is not one of {', '.join(EXPORTS)}")
+        require(len(set(self.export)) == len(self.export), "export", "a format is named twice")
+        require(
+            "gguf" not in self.export or self.grouped is False or self.group_size == 32,
+            "group_size",
+            f"--export gguf writes Q8_0/Q4_0 blocks of 32 values: groups of {self.group_size} "
+            "cannot be",
+        )
+        require(self.gguf is None or "gguf" in self.export, "gguf", "give it with --export gguf")
+        require(
+            "gguf" not in self.export
+            or self.gguf is not None
+            or gguf_file(str(self.model.name_or_path)) is not None,
+            "export",
+            "gguf needs a GGUF to start from: --model X.gguf, or --gguf BASE.gguf beside a "
+            "transformers folder (convert it with llama.cpp's convert_hf_to_gguf.py)",
+        )
+        require(self.gguf is None or self.gguf.is_file(), "gguf", f"{self.gguf} is not a file")
         for path in self.corpus:
             require(path.exists(), "corpus", f"{path} does not exist")
         if self.prompts is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -18,6 +19,7 @@ from copilot_cli.core.outputs import claim_folder, replaced_folder
 from copilot_cli.core.prompt_sets import load_prompts
 from copilot_cli.quant import format as qformat
 from copilot_cli.quant.apply import quantized_modules
+from copilot_cli.quant.exports import CT_FOLDER, GGUF_NAME, source_gguf, write_exports
 from copilot_cli.quant.frequency import count_tokens, select_kept
 from copilot_cli.quant.options import QuantizeOptions
 from copilot_cli.quant.report import logit_fidelity, row_errors
@@ -32,7 +34,8 @@ from copilot_cli.quant.results import (
 from copilot_cli.quant.scheme import check_bits, check_finite, quantize
 
 REPORT = "report.json"
-OWNED = (qformat.FILENAME, REPORT)  # what a quantize folder holds; anything else is refused
+# what a quantize folder holds; anything else is refused
+OWNED = (qformat.FILENAME, REPORT, GGUF_NAME, CT_FOLDER)
 CLAIM = {
     "fmt": qformat.FORMAT,
     "manifest": qformat.FILENAME,
@@ -98,7 +101,7 @@ def _quantize(options: QuantizeOptions, loaded: LoadedModel | None) -> QuantizeR
     model, tokenizer = loaded.model, loaded.tokenizer
     weight = model.get_input_embeddings().weight.detach().to("cpu")
     vocab, hidden = weight.shape
-    check_bits(options.bits, options.group_size, hidden)
+    check_bits(options.bits, options.group_size, hidden, grouped=options.grouped)
     check_finite(weight, "the embedding table")
     counts = count_tokens(list(options.corpus), tokenizer, vocab)
     keep_fp16, keep_coverage = options.keep_fp16, options.keep_coverage
@@ -116,9 +119,9 @@ def _quantize(options: QuantizeOptions, loaded: LoadedModel | None) -> QuantizeR
         warnings.append("input and output embeddings are tied: quantized once, used twice")
     policy = {"keep_fp16": keep_fp16} if keep_coverage is None else {"keep_coverage": keep_coverage}
     metadata = {
-        "scheme": "int8-per-row" if options.bits == 8 else f"int4-group{options.group_size}",
+        "scheme": options.scheme,
         "bits": options.bits,
-        "group_size": None if options.bits == 8 else options.group_size,
+        "group_size": options.group_size if options.grouped else None,
         "vocab_size": vocab,
         "hidden_size": hidden,
         "source_dtype": str(weight.dtype).removeprefix("torch."),
@@ -132,9 +135,17 @@ def _quantize(options: QuantizeOptions, loaded: LoadedModel | None) -> QuantizeR
         "tied_embeddings": tied,
     }
     report = _report(loaded, options, weight, tables, metadata, counts, share)
-    # both files replace the previous pair as one unit: never an INT4 table under an INT8 report
+    base = source_gguf(str(options.model.name_or_path), options.gguf) if options.export else None
+    # every file replaces the previous set as one unit: never an INT4 table under an INT8
+    # report, never an export of another table
     with replaced_folder(options.out, fmt=qformat.FORMAT) as new:
         qformat.write(new / qformat.FILENAME, tables, metadata)
+        if options.export:
+            with progress.progress("writing exports"):
+                exports = write_exports(
+                    options.export, loaded, tables, metadata, new, base, options.include_lm_head
+                )
+            report = dataclasses.replace(report, exports=exports)
         write_bytes(new / REPORT, canonical_json(report.to_dict()).encode("utf-8"))
     return QuantizeResult(out=options.out, report=report, warnings=warnings)
 
@@ -145,7 +156,7 @@ def _tables(
     """The quantized input table (and output projection), how the head is served, tied or not."""
     tables = {
         "embed": qformat.StoredTable(
-            quantize(weight, options.bits, options.group_size),
+            quantize(weight, options.bits, options.group_size, int8_groups=options.grouped),
             kept_ids,
             weight[kept_ids].to(torch.float16),
         )
@@ -162,7 +173,9 @@ def _tables(
     head = out_weight.detach().to("cpu")
     check_finite(head, "the output projection")
     tables["lm_head"] = qformat.StoredTable(
-        quantize(head, options.bits, options.group_size), kept_ids, head[kept_ids].to(torch.float16)
+        quantize(head, options.bits, options.group_size, int8_groups=options.grouped),
+        kept_ids,
+        head[kept_ids].to(torch.float16),
     )
     return tables, "separate", tied
 

@@ -56,6 +56,20 @@ class FidelityReport:
 
 
 @dataclass(frozen=True)
+class ExportReport:
+    """One export of the table in an engine's format (quantize --export)."""
+
+    format: str  # "gguf" | "compressed-tensors"
+    path: str  # inside the quantize folder
+    tensors: dict[str, dict[str, Any]]  # name -> type_before/after, bytes_before/after
+    kept_rows: int
+    kept_rows_note: str
+    output: str  # how the output projection is served
+    file_bytes: int
+    source: dict[str, Any] | None = None  # the GGUF it was made from: name, sha256, bytes
+
+
+@dataclass(frozen=True)
 class QuantizeReport:
     """report.json: the scheme, what it costs and how close it stays."""
 
@@ -75,11 +89,14 @@ class QuantizeReport:
     corpus: CorpusReport
     rows: RowReport
     logit_fidelity: FidelityReport | None = None
+    exports: list[ExportReport] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         if data["logit_fidelity"] is None:
             del data["logit_fidelity"]
+        if not data["exports"]:  # reports without exports keep their bytes
+            del data["exports"]
         return data
 
 

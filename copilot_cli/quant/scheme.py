@@ -1,6 +1,8 @@
 """Symmetric INT8 per-row and INT4 group-wise quantization of embedding tables.
 
 INT8 (per row):   scale_r = fp16(max|x_r| / 127);  q = clamp(round(x / scale_r), -127, 127)
+INT8 (per group): the same with one scale per group of `group_size` columns of a row
+                  (groups of 32: exactly llama.cpp's Q8_0 blocks)
 INT4 (per group): scale_g = fp16(max|x_g| / 7);    q = clamp(round(x / scale_g), -7, 7),
                   two values per byte (low nibble = even column), stored as q + 8.
 The scale is rounded to fp16 *before* dividing, so dequantization (q × scale, in float32) is
@@ -57,12 +59,12 @@ def check_finite(table: torch.Tensor, what: str) -> None:
         )
 
 
-def check_bits(bits: int, group_size: int, cols: int) -> None:
+def check_bits(bits: int, group_size: int, cols: int, *, grouped: bool | None = None) -> None:
     if bits not in SUPPORTED_BITS:
         raise OptionError(
             "bits", f"{bits} is not supported; choose one of {', '.join(map(str, SUPPORTED_BITS))}"
         )
-    if bits == 4:
+    if bits == 4 if grouped is None else grouped:
         if group_size not in SUPPORTED_GROUPS:
             raise OptionError(
                 "group_size",
@@ -79,17 +81,25 @@ def _safe(scale: torch.Tensor) -> torch.Tensor:
     return torch.where(scale == 0, torch.ones_like(scale), scale)
 
 
-def quantize_int8(table: torch.Tensor) -> QuantizedTable:
+def quantize_int8(table: torch.Tensor, group_size: int | None = None) -> QuantizedTable:
+    """INT8 with one fp16 scale per row (`group_size` None) or per group of columns."""
     rows, cols = table.shape
+    width = group_size or cols
+    groups = cols // width
     q = torch.empty((rows, cols), dtype=torch.int8)
-    scales = torch.empty(rows, dtype=torch.float16)
+    scales = torch.empty((rows, groups), dtype=torch.float16)
     for start in range(0, rows, _BLOCK_ROWS):
         block = table[start : start + _BLOCK_ROWS].to(torch.float32, copy=True)
-        scale = (block.abs().amax(dim=1) / 127.0).half()
-        scales[start : start + len(block)] = scale
-        divided = block.div_(_safe(scale.float()).unsqueeze(1))
-        q[start : start + len(block)] = divided.round_().clamp_(-127, 127).to(torch.int8)
-    return QuantizedTable(bits=8, group_size=None, q=q, scales=scales, cols=cols)
+        block = block.reshape(-1, groups, width)
+        scale = (block.abs().amax(dim=2) / 127.0).half()
+        scales[start : start + block.shape[0]] = scale
+        divided = block.div_(_safe(scale.float()).unsqueeze(2))
+        q[start : start + block.shape[0]] = (
+            divided.round_().clamp_(-127, 127).to(torch.int8).reshape(-1, cols)
+        )
+    if group_size is None:
+        scales = scales.reshape(rows)
+    return QuantizedTable(bits=8, group_size=group_size, q=q, scales=scales, cols=cols)
 
 
 def quantize_int4(table: torch.Tensor, group_size: int) -> QuantizedTable:
@@ -108,17 +118,25 @@ def quantize_int4(table: torch.Tensor, group_size: int) -> QuantizedTable:
     return QuantizedTable(bits=4, group_size=group_size, q=packed, scales=scales, cols=cols)
 
 
-def quantize(table: torch.Tensor, bits: int, group_size: int = 32) -> QuantizedTable:
-    """Quantize a [rows, cols] float table (rows must be finite)."""
-    check_bits(bits, group_size, table.shape[1])
-    return quantize_int8(table) if bits == 8 else quantize_int4(table, group_size)
+def quantize(
+    table: torch.Tensor, bits: int, group_size: int = 32, *, int8_groups: bool = False
+) -> QuantizedTable:
+    """Quantize a [rows, cols] float table (rows must be finite); INT8 per row, or per group
+    of `group_size` columns with `int8_groups`."""
+    check_bits(bits, group_size, table.shape[1], grouped=bits == 4 or int8_groups)
+    if bits == 8:
+        return quantize_int8(table, group_size if int8_groups else None)
+    return quantize_int4(table, group_size)
 
 
 def dequantize_rows(table: QuantizedTable, rows: torch.Tensor) -> torch.Tensor:
     """float32 values of the given rows (any shape of row ids; output adds a `cols` axis)."""
     flat = rows.reshape(-1)
-    if table.bits == 8:
+    if table.bits == 8 and table.group_size is None:
         out = table.q[flat].float() * table.scales[flat].float().unsqueeze(1)
+    elif table.bits == 8:
+        groups = table.scales[flat].float().repeat_interleave(table.group_size, dim=1)
+        out = table.q[flat].float() * groups
     else:
         packed = table.q[flat]
         q = torch.empty((flat.numel(), table.cols), dtype=torch.int8, device=packed.device)

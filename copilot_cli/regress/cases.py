@@ -44,16 +44,14 @@ def build_cases(
     """The cases of `case_set`; `max_tokens` bounds each prompt's own (dynamic) tokens."""
     cases = []
     if case_set.startswith("kv:"):
-        from copilot_cli.kv import KVCacheDir
-
         kv_at = case_set[3:]
-        kv = KVCacheDir(kv_at)
-        names = kv.names()
+        stored = _stored_prefixes(kv_at)
+        names = sorted(stored)
         if not names:
             raise ArtifactError("the KV folder holds no prefix: nothing to compare", where=kv_at)
         for index, item in enumerate(prompts):
             name = names[index % len(names)]
-            prefix = list(kv.prefix(name).token_ids)
+            prefix = list(stored[name])
             if prefix and max(prefix) >= len(tokenizer):  # its segments would not match either
                 raise ArtifactError(
                     f"prefix {name} holds token id {max(prefix):,}, outside the tokenizer's "
@@ -86,3 +84,16 @@ def cases_hash(cases: list[Case]) -> str:
         digest.update(f"{case.id}|{case.split}|".encode())
         digest.update(",".join(map(str, case.ids)).encode() + b"\n")
     return digest.hexdigest()
+
+
+def _stored_prefixes(folder: str) -> dict[str, tuple[int, ...]]:
+    """name -> token ids of every prefix a KV folder (prefill-kv) or a llama.cpp slot folder
+    (prefill-kv --engine llama.cpp) holds."""
+    from pathlib import Path
+
+    from copilot_cli.kv import SLOTS_INDEX, KVCacheDir, read_slot_index
+
+    if (Path(folder) / SLOTS_INDEX).is_file():
+        return {p.name: p.token_ids for p in read_slot_index(Path(folder)).prefixes}
+    kv = KVCacheDir(folder)
+    return {name: kv.prefix(name).token_ids for name in kv.names()}

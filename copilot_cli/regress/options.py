@@ -26,7 +26,8 @@ from copilot_cli.paths import DEFAULT_PROMPTS
 MAX_GEN_TOKENS = 4096
 DEFAULT_BATCH_SIZE = 4  # measured: benchmarks/bench_regress.py runs batch sizes side by side
 MAX_BATCH_SIZE = 256  # the model's context bounds it further at run time
-ENGINES = ("transformers", "vllm")
+ENGINES = ("transformers", "vllm", "llama.cpp")
+ORIGINALS = ("engine", "transformers")
 
 # Beyond these a threshold passes nearly anything (a mean KL of 1 nat is a different model;
 # half the top-1 tokens changed is a different model): such a gate needs allow_lax, and every
@@ -137,9 +138,12 @@ class RegressOptions:
         model: the model to load when none is handed in.
         ray: None (this process) or a Ray target (`local`, `auto`, an address): cases are
             sharded over actors each holding a model replica; every number is the same.
-        engine: what computes the variants: `transformers` (this process) or `vllm` (the
-            served stack: vLLM with its options and our connector, needs vLLM installed);
-            the original is always the model in transformers.
+        engine: what computes the variants: `transformers` (this process), `vllm` (the
+            served stack: vLLM with its options and our connector, needs vLLM installed) or
+            `llama.cpp` (GGUF files and slot folders, needs llama-cpp-python).
+        original: what computes the original: None (the engine's default: transformers,
+            except llama.cpp, which computes it from the --model GGUF), `engine` or
+            `transformers`.
     """
 
     prompts: Path = DEFAULT_PROMPTS
@@ -157,6 +161,7 @@ class RegressOptions:
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
     ray: str | None = setting(None, yaml=False)
     engine: str = "transformers"
+    original: str | None = None
 
     def __post_init__(self) -> None:
         coerce_paths(self)
@@ -164,7 +169,15 @@ class RegressOptions:
         require(
             self.engine == "transformers" or self.ray is None,
             "ray",
-            "--engine vllm runs in this process (vLLM schedules its own work)",
+            f"--engine {self.engine} runs in this process (the engine schedules its own work)",
+        )
+        require(
+            self.original in (None, *ORIGINALS), "original", f"use one of {', '.join(ORIGINALS)}"
+        )
+        require(
+            self.original != "engine" or self.engine == "llama.cpp",
+            "original",
+            f"--engine {self.engine} computes the original in transformers",
         )
         require_target(self.ray)
         require(

@@ -112,6 +112,10 @@ def _runner(loaded: LoadedModel, options: RegressOptions) -> Runner:
         from copilot_cli.regress.vllm_engine import VllmRunner
 
         return VllmRunner(loaded, options)
+    if options.engine == "llama.cpp":
+        from copilot_cli.regress.llamacpp_engine import LlamaCppRunner
+
+        return LlamaCppRunner(loaded, options)
     return Runner(loaded, options)
 
 

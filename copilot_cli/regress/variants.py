@@ -14,6 +14,10 @@ With `--engine vllm` each variant runs in vLLM and its kinds are:
                        model, e.g. a quantized one) and logprobs (`full`, or a count k: the
                        engine's own top-k plus the target, KL over them plus a lumped rest)
     kv=DIR             the connector serving a prefill-kv folder (the prefix comes from it)
+
+With `--engine llama.cpp` (regress/llamacpp_engine.py):
+    llamacpp=FILE      the GGUF that computes the variant (a quantize --export, ...)
+    kv=DIR             a slot folder of prefill-kv --engine llama.cpp (the prefix restored)
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ from copilot_cli.core.errors import InputError
 from copilot_cli.core.options import OptionError
 
 KINDS = ("quant", "kv", "kv-dtype", "prune")
-ENGINE_KINDS = {"transformers": KINDS, "vllm": ("vllm", "kv")}
+ENGINE_KINDS = {
+    "transformers": KINDS,
+    "vllm": ("vllm", "kv"),
+    "llama.cpp": ("llamacpp", "kv"),
+}
 ENGINE_KEYS = ("kv-cache-dtype", "dtype", "quantization", "model", "logprobs")
 KV_DTYPES = ("float16", "bfloat16", "int8")
 
@@ -99,8 +107,10 @@ def parse_variant(
             prune_options(arg)
         if kind == "vllm":
             engine_options(arg)
-        if check_paths and kind in ("quant", "kv") and not Path(arg).exists():
+        if check_paths and kind in ("quant", "kv", "llamacpp") and not Path(arg).exists():
             raise InputError(f"{kind} artifact does not exist", where=arg)
+        if check_paths and kind == "llamacpp" and not arg.lower().endswith(".gguf"):
+            raise InputError("llamacpp takes a GGUF file (FILE.gguf)", where=arg)
         components.append(Component(kind, arg))
     seen = [c.kind for c in components]
     if len(set(seen)) != len(seen):

@@ -3,6 +3,7 @@ only by vLLM itself), the compatibility checks run before an engine starts (`ser
 and `copilot-opt serve`'s server launcher (`serving.server`)."""
 
 from copilot_cli.serving.compat import local_folder
+from copilot_cli.serving.engines import load_llamacpp
 from copilot_cli.serving.server import ServeOptions, check, transfer_config
 
-__all__ = ["ServeOptions", "check", "local_folder", "transfer_config"]
+__all__ = ["ServeOptions", "check", "load_llamacpp", "local_folder", "transfer_config"]

@@ -33,6 +33,12 @@ def _llamacpp(engine: str) -> Any:
     return llamacpp
 
 
+def load_llamacpp() -> Any:
+    """The llama.cpp serving module (serving/llamacpp.py), or OptionError naming --engine
+    when llama-cpp-python is not installed here."""
+    return _llamacpp("llama.cpp")
+
+
 def prefill_llamacpp(
     engine: str, bundle: Path | None, texts: tuple[Path, ...], model: str, out: Path
 ) -> Any:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import llama_cpp
+import numpy as np
 
 from copilot_cli.core.artifacts import canonical_json, sealed, sha256_file, write_bytes
 from copilot_cli.core.errors import ArtifactError
@@ -216,3 +217,126 @@ def _reply(server: SlotServer, done: Completion) -> dict[str, Any]:
             "first_token_ms": round(done.first_token_seconds * 1000, 3),
         },
     }
+
+
+# -- what regress --engine llama.cpp scores ---------------------------------------------------
+# Sequences are fed through llama.cpp's own batch API (one sequence, batches of n_batch
+# tokens), asking for logits only where they are scored: a 2,000-token prompt costs one
+# prefill and no [n_ctx, vocab] buffer. Greedy continuations keep the end-of-generation tokens
+# out for their length, as regress does in transformers (`min_new_tokens`).
+
+
+class Evaluator:
+    """One GGUF in llama.cpp: `logits`, `greedy`, `restore`."""
+
+    def __init__(self, gguf: Path, n_ctx: int) -> None:
+        self.gguf = Path(gguf)
+        self.llm = open_model(self.gguf, n_ctx)
+        self.n_ctx = n_ctx
+        self.n_batch = int(self.llm.n_batch)
+        self.vocab = int(self.llm.n_vocab())
+        handle = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self.end_ids = [t for t in range(self.vocab) if llama_cpp.llama_vocab_is_eog(handle, t)]
+        self._fingerprint: str | None = None
+
+    @property
+    def vocabulary_fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = vocabulary_fingerprint(self.llm)
+        return self._fingerprint
+
+    def clear(self) -> None:
+        self.llm.reset()
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llm.ctx), True)
+
+    def logits(self, tokens: list[int], start: int, *, restored: int = 0) -> np.ndarray:
+        """float32 [len(tokens) - 1 - start, vocab]: the logits at positions start..len-2
+        (each predicting the next token). Positions below `restored` are already in the
+        cache (a restored prefix); the rest are computed here, on top of it."""
+        if not restored:
+            self.clear()
+        if len(tokens) > self.n_ctx:
+            raise ArtifactError(
+                f"a case of {len(tokens)} tokens does not fit llama.cpp's context ({self.n_ctx})",
+                where=str(self.gguf),
+            )
+        wanted = range(max(start, restored), len(tokens) - 1)
+        return self._decode(tokens[restored:], restored, wanted)
+
+    def greedy(self, tokens: list[int], count: int) -> list[int]:
+        """`count` greedy tokens after `tokens` (computed from scratch)."""
+        if count == 0:
+            return []
+        self.clear()
+        last = self._decode(tokens, 0, range(len(tokens) - 1, len(tokens)))[-1]
+        return self._continue(last, len(tokens), count)
+
+    def greedy_after_restore(self, tokens: list[int], restored: int, count: int) -> list[int]:
+        """As `greedy`, the first `restored` tokens of `tokens` already in the cache."""
+        if count == 0:
+            return []
+        last = self._decode(tokens[restored:], restored, range(len(tokens) - 1, len(tokens)))
+        return self._continue(last[-1], len(tokens), count)
+
+    def _continue(self, logits: np.ndarray, position: int, count: int) -> list[int]:
+        out: list[int] = []
+        while True:
+            scores = logits.copy()
+            scores[self.end_ids] = -np.inf
+            token = int(scores.argmax())
+            out.append(token)
+            if len(out) == count:
+                return out
+            logits = self._decode([token], position, range(position, position + 1))[-1]
+            position += 1
+
+    def restore(self, path: Path, token_ids: tuple[int, ...]) -> int:
+        """Load a slot file into sequence 0 (cleared first); its token ids must be
+        `token_ids`. Returns how many tokens it holds."""
+        self.clear()
+        capacity = len(token_ids)
+        array, count = (llama_cpp.llama_token * capacity)(), ctypes.c_size_t(0)
+        read = llama_cpp.llama_state_seq_load_file(
+            self.llm.ctx, str(path).encode(), 0, array, capacity, ctypes.byref(count)
+        )
+        if read == 0 or tuple(array[: count.value]) != tuple(token_ids):
+            raise ArtifactError("llama.cpp did not restore this slot file", where=str(path))
+        return int(count.value)
+
+    def _decode(self, tokens: list[int], first: int, wanted: range) -> np.ndarray:
+        """Feed `tokens` at positions first.. ; the logits of the positions in `wanted`."""
+        rows: list[np.ndarray] = []
+        batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        try:
+            for begin in range(0, len(tokens), self.n_batch):
+                chunk = tokens[begin : begin + self.n_batch]
+                batch.n_tokens = len(chunk)
+                for i, token in enumerate(chunk):
+                    position = first + begin + i
+                    batch.token[i] = token
+                    batch.pos[i] = position
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = 0
+                    batch.logits[i] = position in wanted
+                if llama_cpp.llama_decode(self.llm.ctx, batch) != 0:
+                    raise ArtifactError("llama.cpp could not evaluate a case", where=str(self.gguf))
+                for i in range(len(chunk)):
+                    if batch.logits[i]:
+                        pointer = llama_cpp.llama_get_logits_ith(self.llm.ctx, i)
+                        rows.append(np.ctypeslib.as_array(pointer, shape=(self.vocab,)).copy())
+        finally:
+            llama_cpp.llama_batch_free(batch)
+        if not rows:
+            return np.zeros((0, self.vocab), dtype=np.float32)
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    def close(self) -> None:
+        close = getattr(self.llm, "close", None)
+        if close is not None:
+            close()
+
+
+def bos_of(evaluator: Evaluator) -> tuple[int, bool]:
+    """(the BOS id, whether the model adds it in front of a sequence)."""
+    vocab = llama_cpp.llama_model_get_vocab(evaluator.llm.model)
+    return int(llama_cpp.llama_vocab_bos(vocab)), bool(llama_cpp.llama_vocab_get_add_bos(vocab))
