@@ -100,9 +100,8 @@ def main() -> None:
         lines = (ROOT / "sample_data" / "prompts.jsonl").read_text().splitlines()[:PROMPTS]
         prompts.write_text("\n".join(lines) + "\n")
         text = work / "text.txt"
-        text.write_text(
-            "".join(p.read_text() for p in sorted((ROOT / "sample_data/repo/src").rglob("*.py")))
-        )
+        sources = sorted((ROOT / "sample_data/repo/src/kvstore").glob("*.py"))
+        text.write_text("".join(p.read_text(encoding="utf-8") for p in sources))
         table_f16 = 49152 * 576 * 2
         before = model_bytes(original)
         for name, flags in EXPORTS.items():

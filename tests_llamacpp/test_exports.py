@@ -71,7 +71,7 @@ def prompts(tmp_path_factory) -> Path:
     return path
 
 
-def _gate(loaded, original: Path, prompts: Path, *variants: str) -> object:
+def _gate(loaded, original: Path, prompts: Path, *variants: str, by: str | None = None) -> object:
     """regress --engine llama.cpp through the library, the original already loaded."""
     from copilot_cli.core.models import ModelSpec
     from copilot_cli.regress import RegressOptions, run_regress
@@ -80,6 +80,7 @@ def _gate(loaded, original: Path, prompts: Path, *variants: str) -> object:
         prompts=prompts,
         variants=variants,
         engine="llama.cpp",
+        original=by,
         gen_tokens=8,
         max_tokens=96,
         model=ModelSpec(str(original)),
@@ -139,6 +140,15 @@ def test_an_export_passes_the_gate_against_the_gguf_it_was_made_from(
     variant = f"q8=llamacpp={exported['q8-shipped']}"
     result = _gate(loaded["shipped"], originals["shipped"], prompts, variant)
     assert result.passed, result.failures
+
+
+def test_the_original_can_be_computed_by_transformers(originals, loaded, prompts):
+    """llama.cpp on the shipped GGUF against transformers on its dequantized weights: the two
+    engines agree closely (llama.cpp quantizes activations in its Q4_1/Q8_0 kernels)."""
+    variant = f"served=llamacpp={originals['shipped']}"
+    result = _gate(loaded["shipped"], originals["shipped"], prompts, variant, by="transformers")
+    summary = result.variants[0].summary
+    assert 0 < summary.kl_mean < 0.05 and summary.same_top1 > 0.9
 
 
 def test_a_variant_of_another_model_or_source_is_refused(originals, loaded, exported, prompts):

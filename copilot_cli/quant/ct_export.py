@@ -1,15 +1,14 @@
 """quantize --export compressed-tensors: a complete checkpoint whose embedding table is stored
-in the compressed-tensors format that transformers (with the `compressed-tensors` package) and
-vLLM load.
+in the compressed-tensors format that vLLM (its `CompressedTensorsEmbeddingWNA16Int`, a
+dequantizing gather) and transformers (with the `compressed-tensors` package) load.
 
-    INT8 per row   -> format `int-quantized`, weights {num_bits 8, strategy channel}:
-                      `model.embed_tokens.weight` int8 [vocab, hidden] (our values) and
-                      `...weight_scale` float32 [vocab, 1] (our fp16 scales, exactly)
-    INT8 group g   -> the same with {strategy group, group_size g}, scales [vocab, hidden / g]
-    INT4 group g   -> format `pack-quantized`, weights {num_bits 4, strategy group, g}:
-                      `...weight_packed` int32 [vocab, hidden / 8] (eight q + 8 nibbles each,
-                      the first in the lowest bits), `...weight_scale` float32
-                      [vocab, hidden / g], `...weight_shape` int64 [2]
+Every scheme is stored `pack-quantized`, the layout vLLM's embedding method reads:
+    `model.embed_tokens.weight_packed`  int32 [vocab, hidden / (32 / bits)]: each value
+                                        q + 2^(bits - 1), unsigned, packed from the lowest bits
+    `...weight_scale`                   float32 [vocab, 1] (INT8 per row: strategy channel) or
+                                        [vocab, hidden / g] (groups: strategy group) - our fp16
+                                        scales, exactly
+    `...weight_shape`                   int64 [2]
 
 The loader dequantizes q x scale in float32: bit-identical to our own apply path for every
 row we quantized. The rows we keep in FP16 have no place in one scheme per tensor: they are
@@ -37,11 +36,13 @@ CT_VERSION = "0.20.1"
 WEIGHTS = "model.safetensors"
 
 
+FORMAT = "pack-quantized"
+
+
 def _scheme(table: QuantizedTable) -> tuple[str, dict[str, Any]]:
-    fmt = "int-quantized" if table.bits == 8 else "pack-quantized"
     if table.group_size is None:
-        return fmt, {"num_bits": 8, "strategy": "channel", "group_size": None}
-    return fmt, {"num_bits": table.bits, "strategy": "group", "group_size": table.group_size}
+        return FORMAT, {"num_bits": table.bits, "strategy": "channel", "group_size": None}
+    return FORMAT, {"num_bits": table.bits, "strategy": "group", "group_size": table.group_size}
 
 
 def quantization_config(table: QuantizedTable, with_head: bool) -> dict[str, Any]:
@@ -72,20 +73,21 @@ def quantization_config(table: QuantizedTable, with_head: bool) -> dict[str, Any
 
 def stored_tensors(prefix: str, table: QuantizedTable) -> dict[str, torch.Tensor]:
     """The tensors of one quantized module under `prefix` (`model.embed_tokens`)."""
-    scales = table.scales.float()
     if table.bits == 8:
-        shaped = scales.view(-1, 1) if table.group_size is None else scales
-        return {f"{prefix}.weight": table.q, f"{prefix}.weight_scale": shaped}
-    nibbles = torch.empty(table.rows, table.cols, dtype=torch.int32)
-    nibbles[:, 0::2] = (table.q & 0x0F).to(torch.int32)
-    nibbles[:, 1::2] = (table.q >> 4).to(torch.int32)
-    eight = nibbles.view(table.rows, table.cols // 8, 8)
-    packed = torch.zeros(table.rows, table.cols // 8, dtype=torch.int32)
-    for i in range(8):
-        packed |= eight[..., i] << (4 * i)
+        unsigned = table.q.to(torch.int32) + 128
+    else:  # our nibbles are q + 8 already: low nibble = even column
+        unsigned = torch.empty(table.rows, table.cols, dtype=torch.int32)
+        unsigned[:, 0::2] = (table.q & 0x0F).to(torch.int32)
+        unsigned[:, 1::2] = (table.q >> 4).to(torch.int32)
+    per_word = 32 // table.bits
+    words = unsigned.view(table.rows, table.cols // per_word, per_word)
+    packed = torch.zeros(table.rows, table.cols // per_word, dtype=torch.int32)
+    for i in range(per_word):
+        packed |= words[..., i] << (table.bits * i)
+    scales = table.scales.float()
     return {
         f"{prefix}.weight_packed": packed,
-        f"{prefix}.weight_scale": scales,
+        f"{prefix}.weight_scale": scales.view(-1, 1) if table.group_size is None else scales,
         f"{prefix}.weight_shape": torch.tensor([table.rows, table.cols], dtype=torch.int64),
     }
 

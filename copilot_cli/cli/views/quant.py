@@ -37,6 +37,16 @@ def show(result: QuantizeResult) -> None:
             f"mean KL {fid.mean_kl:.2e} ± {fid.kl_se:.1e}, "
             f"same top-1 {fid.same_top1:.2%} over {fid.positions} positions",
         )
+    for export in report.exports:
+        tensors = ", ".join(
+            f"{name} {t['type_before']} -> {t['type_after']} "
+            f"({t['bytes_before']:,} -> {t['bytes_after']:,} bytes)"
+            for name, t in export.tensors.items()
+        )
+        table.add_row(
+            f"export {export.format}",
+            cell(f"{export.path}: {tensors}; {export.kept_rows_note}; output: {export.output}"),
+        )
     stdout_console.print(table)
     worst = Table(title="10 worst rows", title_justify="left")
     for column in ("token id", "token", "cosine", "SQNR dB"):
