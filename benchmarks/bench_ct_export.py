@@ -79,9 +79,9 @@ def main() -> None:
             emit(
                 f"compressed-tensors export INT8 ({scales} scales), SmolLM2: mean KL vs the "
                 "original (transformers + compressed-tensors)",
-                kl_sum / positions,
-                1e-3,
-                "nats",
+                kl_sum / positions * 1e6,
+                1e3,
+                "µnats",
                 goal="<= 1e-3, logits identical to our apply path",
                 passed=kl_sum / positions <= 1e-3 and same_ours == plain,
                 note=f"{positions} positions of {len(cases)} prompts; logits identical to our "
@@ -106,9 +106,9 @@ def tied_head_in_transformers() -> None:
     emit(
         "INT8 groups of 32 (Q8_0's table), tied head quantized too, SmolLM2 in transformers: "
         "mean KL vs the original",
-        fidelity.mean_kl,
-        1e-3,
-        "nats",
+        fidelity.mean_kl * 1e6,
+        1e3,
+        "µnats",
         goal="<= 1e-3",
         passed=fidelity.mean_kl <= 1e-3,
         note=f"same top-1 {fidelity.same_top1:.2%} over {fidelity.positions} positions; the same "
