@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,8 +58,6 @@ def prefill_kv_command(
     from copilot_cli.cli.views.kv import show_prefill
     from copilot_cli.kv import PrefillOptions, prefill_kv
 
-    if engine != "transformers":
-        return _slots(engine, bundle, tuple(texts or ()), model, out, json_output)
     options = PrefillOptions(
         out=out,
         bundle=bundle,
@@ -75,6 +73,8 @@ def prefill_kv_command(
         top=top,
         snippet_format=snippet_format,
     )
+    if engine != "transformers":
+        return _slots(engine, options, model, json_output)
     result = prefill_kv(options)
     for message in result.warnings:
         warn(message)
@@ -85,16 +85,16 @@ def prefill_kv_command(
     result.raise_for_failures()
 
 
-def _slots(
-    engine: str, bundle: Path | None, texts: tuple[Path, ...], model: str, out: Path, js: bool
-) -> None:
-    """prefill-kv --engine llama.cpp: each prefix's llama.cpp slot file and the index."""
-    from copilot_cli.serving.engines import prefill_llamacpp
+def _slots(engine: str, options: Any, model: str, js: bool) -> None:
+    """prefill-kv --engine llama.cpp: slot files and their index (unhonoured flags refused)."""
+    from copilot_cli.serving.engines import prefill_llamacpp, refuse_unhonoured
 
-    index = prefill_llamacpp(engine, bundle, texts, model, out)
+    refuse_unhonoured(engine, options)
+    chunks = options if options.chunks is not None else None
+    index = prefill_llamacpp(engine, options.bundle, options.texts, model, options.out, chunks)
     if js:
         print_json(index.to_dict())
         return
     for prefix in index.prefixes:
         typer.echo(f"{prefix.name}: {len(prefix.token_ids)} tokens, {prefix.bytes:,} bytes")
-    typer.echo(f"wrote {out} (llama.cpp {index.llama_cpp_version}, {index.gguf_name})")
+    typer.echo(f"wrote {options.out} (llama.cpp {index.llama_cpp_version}, {index.gguf_name})")

@@ -36,10 +36,22 @@ def serve_command(
     print_command: Annotated[
         bool, option("--print-command", help="Print the vllm serve line; start nothing.")
     ] = False,
+    bundle: Annotated[
+        Path | None, option("--bundle", help="Serve the editors' endpoint with this bundle.")
+    ] = None,
+    template: Annotated[str, option("--template", help="Its template.")] = "code-completion",
+    chunks: Annotated[Path | None, option("--chunks", help="The repository's chunks.")] = None,
+    registry: Annotated[Path | None, option("--registry", help="Their registry.")] = None,
+    budget: Annotated[int, option("--budget", help="Context tokens per request.")] = 1024,
 ) -> None:
-    """Serve a prefill-kv folder from vLLM's OpenAI-compatible server (args after -- go to vLLM)."""
+    """Serve prepared KV: the editors' endpoint (/infill, /v1/completions) with --bundle, else
+    vLLM's OpenAI server with the prefix connector (args after -- go to vLLM)."""
     from copilot_cli.serving.server import ServeOptions, check, printable, serve
 
+    if bundle is not None:
+        from copilot_cli.serving.endpoint import serve_endpoint
+
+        return serve_endpoint(locals())
     if engine != "vllm":
         from copilot_cli.serving.engines import serve_llamacpp
 

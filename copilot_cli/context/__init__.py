@@ -16,7 +16,7 @@ from copilot_cli.context.render import (
     snippet_ids,
     snippet_text,
 )
-from copilot_cli.context.requests import overview_prefix, overview_prefixes
+from copilot_cli.context.requests import overview_prefix, overview_prefixes, placeholder_inputs
 from copilot_cli.context.session import (
     ContextSession,
     open_session,
@@ -37,6 +37,7 @@ __all__ = [
     "open_session",
     "overview_prefix",
     "overview_prefixes",
+    "placeholder_inputs",
     "render_block",
     "repository_overview",
     "select_context",

@@ -99,7 +99,7 @@ def template_prompt(
     return loaded.render(template, **{k: v for k, v in inputs.items() if k in wanted})
 
 
-def _placeholders(schema: dict[str, Any]) -> dict[str, Any]:
+def placeholder_inputs(schema: dict[str, Any]) -> dict[str, Any]:
     """The smallest valid value of each required input (what follows the overview does not
     matter: only the text before it is kept)."""
     empty = {"array": [], "object": {}, "number": 0, "integer": 0, "boolean": False}
@@ -119,7 +119,7 @@ def overview_prefix(bundle: Path, template: str, overview: str) -> str:
     entry = loaded.entry(template)
     if "overview" not in (entry.get("schema") or {}).get("properties", {}):
         raise InputError("this template takes no overview input", where=template)
-    full = loaded.render(template, **{**_placeholders(entry["schema"]), "overview": overview})
+    full = loaded.render(template, **{**placeholder_inputs(entry["schema"]), "overview": overview})
     cut = full.find(overview, len(loaded.static_prefix(template)) - 1)
     if not overview.strip() or cut < 0:
         raise InputError("the overview is empty or not rendered", where=template)

@@ -2,13 +2,20 @@
 
 from copilot_cli.kv.assemble import Assembled, StoredPiece, assemble_cache, load_piece
 from copilot_cli.kv.builder import PrefillResult, prefill_kv, prefill_sources
+from copilot_cli.kv.chunkkv import OPENING_SUFFIX, chunk_sources, context_openings
 from copilot_cli.kv.format import KVIndex, ModelGeometry, block_hashes, read_segment
 from copilot_cli.kv.geometry import model_geometry
 from copilot_cli.kv.inspect import inspect_kv_folder, inspect_kv_segment
 from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, load_prefix
 from copilot_cli.kv.options import PrefillOptions, PrefixSource
 from copilot_cli.kv.radix import PrefixMatch, RadixTree
-from copilot_cli.kv.serving import assemble_request, generate_with_prefix
+from copilot_cli.kv.rope import rotary_of
+from copilot_cli.kv.serving import (
+    StoredSnippet,
+    assemble_request,
+    context_pieces,
+    generate_with_prefix,
+)
 from copilot_cli.kv.slots import FORMAT as SLOTS_FORMAT
 from copilot_cli.kv.slots import INDEX as SLOTS_INDEX
 from copilot_cli.kv.slots import SLOTS as SLOTS_DIR
@@ -25,6 +32,7 @@ from copilot_cli.kv.verify import verify_prefixes
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "OPENING_SUFFIX",
     "SLOTS_DIR",
     "SLOTS_FORMAT",
     "SLOTS_INDEX",
@@ -42,11 +50,15 @@ __all__ = [
     "SlotIndex",
     "SlotPrefix",
     "StoredPiece",
+    "StoredSnippet",
     "assemble_cache",
     "assemble_request",
     "block_hashes",
     "build_cache",
     "check_slot_model",
+    "chunk_sources",
+    "context_openings",
+    "context_pieces",
     "generate_with_prefix",
     "inspect_kv_folder",
     "inspect_kv_segment",
@@ -58,6 +70,7 @@ __all__ = [
     "prefill_sources",
     "read_segment",
     "read_slot_index",
+    "rotary_of",
     "verified_slot",
     "verify_prefixes",
 ]

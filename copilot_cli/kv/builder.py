@@ -237,8 +237,13 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
         sources += prefixes_from_bundle(options.bundle, loaded.tokenizer_fingerprint)
     sources += prefixes_from_files(list(options.texts))
     if options.chunks is not None:
-        from copilot_cli.kv.chunkkv import chunk_sources
+        from copilot_cli.kv.chunkkv import chunk_sources, context_openings
 
+        if options.bundle is not None:  # each template with its context block opened
+            from copilot_cli.prompts import load_bundle
+
+            bundle = load_bundle(options.bundle)
+            sources += context_openings(bundle, loaded.tokenizer, options.snippet_format)
         sources += chunk_sources(
             options.chunks,
             options.registry,

@@ -14,8 +14,14 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.context import XML_INTRO, file_sep_token, snippet_ids, snippet_text
-from copilot_cli.core.tokens import prompt_ids
+from copilot_cli.context import (
+    XML_INTRO,
+    file_sep_token,
+    placeholder_inputs,
+    snippet_ids,
+    snippet_text,
+)
+from copilot_cli.core.tokens import continuation_ids, prompt_ids
 
 CHUNK_PREFIX = "chunk/"
 # The canonical start every chunk is computed after: the model's leading specials and the line
@@ -88,3 +94,44 @@ def snippet_sources(
                 lead_tokens=len(lead),
             )
     return list(sources.values())
+
+
+OPENING_SUFFIX = "+context"  # the stored prefix of a template with its context block opened
+
+
+def context_openings(bundle: Any, tokenizer: Any, fmt: str = "auto") -> list[Any]:
+    """Per template of `bundle` that takes `context`: a prefix named TEMPLATE+context holding
+    the static prefix's ids and then the ids of the text between it and the first snippet
+    (tokenized alone, as a request's pieces are), so a request with context restores both and
+    its snippets follow at once: one contiguous stored region, what an engine that cannot
+    compute between stored pieces (vLLM's connector) needs."""
+    from copilot_cli.context import snippet_text
+    from copilot_cli.kv.options import PrefixSource
+
+    chosen, separator = snippet_format(tokenizer, fmt)
+    marker = {"path": "copilot-opt-marker.py", "text": "pass"}
+    out = []
+    for name in bundle.templates():
+        entry = bundle.entry(name)
+        schema = entry.get("schema") or {}
+        if "context" not in schema.get("properties", {}):
+            continue
+        inputs = {**placeholder_inputs(schema), "context": [marker]}
+        rendered = bundle.split(name, **inputs)
+        form = snippet_text(marker["path"], marker["text"], chosen, separator)
+        at = rendered.rest.find(form)
+        if at < 0:
+            continue  # the template writes its snippets in another format
+        add_special = entry["format"] == "text"
+        ids = prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)
+        ids += continuation_ids(tokenizer, rendered.rest[:at])
+        out.append(
+            PrefixSource(
+                name=name + OPENING_SUFFIX,
+                text=rendered.static_prefix + rendered.rest[:at],
+                origin=f"template-context:{name}",
+                add_special=add_special,
+                token_ids=tuple(ids),
+            )
+        )
+    return out

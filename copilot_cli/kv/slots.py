@@ -10,6 +10,10 @@ The index records the GGUF file (name, size, sha256), the tokenizer fingerprint 
 llama.cpp's own vocabulary: every token's text and type in id order), the llama.cpp build, and
 per prefix its token ids, file, size and sha256. A slot file holds raw KV for one model and
 one llama.cpp build: anything else is refused before a restore.
+
+Version 2 adds chunk slots (`prefill-kv --engine llama.cpp --chunks`): `kind` "chunk" and
+`lead_tokens` (the canonical lead every chunk is computed after, as in a KV folder's index);
+a version-1 index (prefixes only) is still read.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from copilot_cli.core.errors import ArtifactError, CopilotError, FingerprintMism
 from copilot_cli.core.inspection import Expected, Inspection, Problem
 
 FORMAT = "copilot-opt.llamacpp-slots"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 INDEX = "slots.json"
 SLOTS = "slots"
 
@@ -36,6 +41,8 @@ class SlotPrefix:
     file: str  # relative to the folder
     bytes: int
     sha256: str
+    kind: str = "prefix"  # "chunk": a snippet's KV after `lead_tokens` of canonical lead
+    lead_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,11 +61,13 @@ class SlotIndex:
 
     def longest(self, tokens: list[int]) -> SlotPrefix | None:
         """The longest stored prefix that starts `tokens` and leaves at least one token of them
-        to compute (a request needs its last token's logits)."""
+        to compute (a request needs its last token's logits). Chunks are no prefixes."""
         fits = [
             p
             for p in self.prefixes
-            if len(p.token_ids) < len(tokens) and tuple(tokens[: len(p.token_ids)]) == p.token_ids
+            if p.kind == "prefix"
+            and len(p.token_ids) < len(tokens)
+            and tuple(tokens[: len(p.token_ids)]) == p.token_ids
         ]
         return max(fits, key=lambda p: len(p.token_ids), default=None)
 
@@ -77,7 +86,7 @@ def read_index(folder: Path) -> SlotIndex:
     if not isinstance(data, dict):
         raise ArtifactError("not a JSON object", where=where)
     check_sealed(data, where=where)
-    if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
+    if data.get("format") != FORMAT or data.get("format_version") not in READ_VERSIONS:
         raise ArtifactError(
             f"not a {FORMAT} v{FORMAT_VERSION} index (format {data.get('format')!r}, "
             f"version {data.get('format_version')!r})",
@@ -87,7 +96,8 @@ def read_index(folder: Path) -> SlotIndex:
         prefixes = tuple(
             SlotPrefix(
                 str(p["name"]), tuple(int(t) for t in p["token_ids"]), str(p["file"]),
-                int(p["bytes"]), str(p["sha256"]),
+                int(p["bytes"]), str(p["sha256"]), p.get("kind", "prefix"),
+                p.get("lead_tokens", 0),
             )
             for p in data["prefixes"]
         )  # fmt: skip
@@ -96,10 +106,29 @@ def read_index(folder: Path) -> SlotIndex:
         index = SlotIndex(**values, gguf_bytes=int(data["gguf_bytes"]), prefixes=prefixes)
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"malformed index ({exc})", where=where) from None
+    leads: set[tuple[int, ...]] = set()
     for prefix in prefixes:
         if Path(prefix.file).is_absolute() or ".." in Path(prefix.file).parts:
             raise ArtifactError(f"prefix {prefix.name}: file outside the folder", where=where)
+        _check_kind(prefix, where)
+        if prefix.kind == "chunk":
+            leads.add(prefix.token_ids[: prefix.lead_tokens])
+    if len(leads) > 1:
+        raise ArtifactError("its chunks have different leads (one lead a folder)", where=where)
     return index
+
+
+def _check_kind(prefix: SlotPrefix, where: str) -> None:
+    """A prefix has no lead; a chunk's lead is 1..tokens-1 tokens (as in a KV folder)."""
+    lead = prefix.lead_tokens
+    if prefix.kind not in ("prefix", "chunk") or type(lead) is not int:
+        raise ArtifactError(f"{prefix.name}: kind or lead_tokens malformed", where=where)
+    if prefix.kind == "prefix" and lead != 0:
+        raise ArtifactError(f"{prefix.name}: a prefix has no lead_tokens", where=where)
+    if prefix.kind == "chunk" and not 0 < lead < len(prefix.token_ids):
+        raise ArtifactError(
+            f"{prefix.name}: lead_tokens {lead} outside 1..{len(prefix.token_ids) - 1}", where=where
+        )
 
 
 def check_model(index: SlotIndex, gguf: Path, tokenizer_fingerprint: str, where: str) -> None:
@@ -140,7 +169,12 @@ def inspect_slot_folder(path: Path, *, verify: bool = True, expected: Expected) 
         "gguf_sha256": index.gguf_sha256,
         "tokenizer_fingerprint": index.tokenizer_fingerprint,
         "llama_cpp": index.llama_cpp_version,
-        "prefixes": [{"name": p.name, "tokens": len(p.token_ids)} for p in index.prefixes],
+        "prefixes": [
+            {"name": p.name, "tokens": len(p.token_ids)}
+            for p in index.prefixes
+            if p.kind == "prefix"
+        ],
+        "chunks": sum(p.kind == "chunk" for p in index.prefixes),
         "bytes": sum(p.bytes for p in index.prefixes),
     }
     problems: list[Problem] = []

@@ -13,7 +13,7 @@ from copilot_cli.core.options import OptionError
 ENGINES = ("transformers", "llama.cpp")
 
 
-def _gguf(model: str) -> Path:
+def require_gguf(model: str) -> Path:
     found = gguf_file(model) if model else None
     if found is None:
         raise InputError("--engine llama.cpp needs --model FILE.gguf", where=model or "--model")
@@ -33,6 +33,28 @@ def _llamacpp(engine: str) -> Any:
     return llamacpp
 
 
+# prefill-kv flags the llama.cpp engine does not honour: given, they are refused (one line)
+_UNHONOURED = {
+    "verify": ("--verify", False),
+    "ray": ("--ray", None),
+    "dtype": ("--dtype", "auto"),
+    "block_size": ("--block-size", 16),
+    "chunk_size": ("--chunk-size", 256),
+}
+
+
+def refuse_unhonoured(engine: str, options: Any) -> None:
+    """Refuse prefill-kv flags `engine` would ignore (llama.cpp computes in its own types,
+    blocks and batches, in this process)."""
+    if engine not in ENGINES:
+        raise OptionError("engine", f"use one of {', '.join(ENGINES)}")
+    for field, (flag, default) in _UNHONOURED.items():
+        if getattr(options, field) != default:
+            raise OptionError(field, f"{flag} is not honoured by --engine {engine}: leave it out")
+    if options.model.device != "cpu":
+        raise OptionError("device", f"--device is not honoured by --engine {engine}")
+
+
 def load_llamacpp() -> Any:
     """The llama.cpp serving module (serving/llamacpp.py), or OptionError naming --engine
     when llama-cpp-python is not installed here."""
@@ -40,19 +62,53 @@ def load_llamacpp() -> Any:
 
 
 def prefill_llamacpp(
-    engine: str, bundle: Path | None, texts: tuple[Path, ...], model: str, out: Path
+    engine: str,
+    bundle: Path | None,
+    texts: tuple[Path, ...],
+    model: str,
+    out: Path,
+    chunks: Any = None,
 ) -> Any:
-    """Slot files of the bundle's static prefixes and `texts`, computed by llama.cpp."""
-    if bundle is None and not texts:
-        raise OptionError("bundle", "give a bundle or --text files")
-    gguf = _gguf(model)
+    """Slot files of the bundle's static prefixes and `texts`, computed by llama.cpp; with
+    `chunks` (a ChunkSlots), each snippet's and each template's context-opened prefix too."""
+    if bundle is None and not texts and chunks is None:
+        raise OptionError("bundle", "give a bundle, --text files or --chunks")
+    gguf = require_gguf(model)
     module = _llamacpp(engine)
-    return module.prefill_slots(module.bundle_prefixes(bundle, texts), gguf, out)
+    sources: list[Any] = [
+        module.SlotSource(name, text)
+        for name, text in module.bundle_prefixes(bundle, texts).items()
+    ]
+    if chunks is not None:
+        sources += chunk_slot_sources(module, gguf, bundle, chunks)
+    return module.prefill_slots(sources, gguf, out)
+
+
+def chunk_slot_sources(module: Any, gguf: Path, bundle: Path | None, chunks: Any) -> list[Any]:
+    """The snippets of a chunks file (and each template's context-opened prefix) as slot
+    sources: token ids from the GGUF's own tokenizer, as the endpoint composes requests."""
+    from copilot_cli.core.fingerprints import tokenizer_fingerprint
+    from copilot_cli.core.gguf import load_gguf_tokenizer
+    from copilot_cli.kv import chunk_sources, context_openings
+
+    tokenizer = load_gguf_tokenizer(gguf)
+    found = chunk_sources(
+        chunks.chunks, chunks.registry, chunks.top, tokenizer, tokenizer_fingerprint(tokenizer),
+        chunks.snippet_format,
+    )  # fmt: skip
+    if bundle is not None:
+        from copilot_cli.prompts import load_bundle
+
+        found = context_openings(load_bundle(bundle), tokenizer, chunks.snippet_format) + found
+    return [
+        module.SlotSource(s.name, s.text, tuple(s.token_ids or ()), s.kind, s.lead_tokens)
+        for s in found
+    ]
 
 
 def serve_llamacpp(kv_dir: Path, model: str, host: str, port: int) -> None:
     """llama.cpp with the slot folder, over HTTP (serving/llamacpp.serve_http)."""
-    gguf = _gguf(model)
+    gguf = require_gguf(model)
     module = _llamacpp("llama.cpp")
     server = module.SlotServer(kv_dir, gguf)
     print(f"serving {kv_dir} with {gguf.name} on http://{host}:{port}/completion", flush=True)

@@ -58,21 +58,42 @@ def tokens_of(llm: Any, text: str) -> list[int]:
     return llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
 
 
-def prefill_slots(prefixes: dict[str, str], gguf: Path, out: Path) -> SlotIndex:
-    """Compute each named prefix text with llama.cpp and write its slot file and the index
-    into `out` (replaced as one unit)."""
+@dataclass(frozen=True)
+class SlotSource:
+    """What one slot file holds: a text llama.cpp tokenizes as llama-server does, or token ids
+    given (a snippet after the chunk lead, as `context.snippet_ids` makes them)."""
+
+    name: str
+    text: str = ""
+    token_ids: tuple[int, ...] | None = None
+    kind: str = "prefix"
+    lead_tokens: int = 0
+
+
+def prefill_slots(prefixes: dict[str, str] | list[SlotSource], gguf: Path, out: Path) -> SlotIndex:
+    """Compute each named prefix (or source) with llama.cpp and write its slot file and the
+    index into `out` (replaced as one unit)."""
     claim_folder(out, "out", fmt=FORMAT, manifest=INDEX, label="llama.cpp slot folder")
-    llm = open_model(gguf)
+    sources = (
+        [SlotSource(name, text) for name, text in sorted(prefixes.items())]
+        if isinstance(prefixes, dict)
+        else sorted(prefixes, key=lambda source: source.name)
+    )
+    llm = open_model(gguf, max(DEFAULT_CONTEXT, *(len(s.token_ids or ()) + 1 for s in sources)))
     entries = []
     with replaced_folder(out, fmt=FORMAT) as new:
         (new / SLOTS).mkdir()
-        for name in sorted(prefixes):
-            tokens = tokens_of(llm, prefixes[name])
-            file = f"{SLOTS}/{hashlib.sha256(name.encode()).hexdigest()[:32]}.bin"
+        for source in sources:
+            tokens = list(source.token_ids) if source.token_ids else tokens_of(llm, source.text)
+            file = f"{SLOTS}/{hashlib.sha256(source.name.encode()).hexdigest()[:32]}.bin"
             _compute(llm, tokens)
             _save(llm, new / file, tokens)
             size, digest = (new / file).stat().st_size, sha256_file(new / file)
-            entries.append(SlotPrefix(name, tuple(tokens), file, size, digest))
+            entries.append(
+                SlotPrefix(
+                    source.name, tuple(tokens), file, size, digest, source.kind, source.lead_tokens
+                )
+            )
         index = SlotIndex(
             gguf_name=gguf.name,
             gguf_bytes=gguf.stat().st_size,

@@ -1,0 +1,148 @@
+"""One editor request made into the token ids an engine computes: repository context chosen for
+it (the chunks and their index loaded once), the template rendered with it, and the prompt cut
+into pieces: the template's static prefix (stored KV), then the text between snippets and each
+snippet (a stored snippet's KV is placed, never recomputed from scratch), then the rest.
+
+Every piece is tokenized alone, repository text as data (`context.snippet_ids`): the same ids
+`prefill-kv --chunks` stored, so a stored snippet's tokens are its snippet's, checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from copilot_cli.serving.protocol import CompletionRequest, RequestError
+
+LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".tsx": "typescript",
+             ".go": "go", ".rs": "rust", ".java": "java", ".c": "c", ".h": "c", ".cc": "cpp",
+             ".cpp": "cpp", ".hpp": "cpp"}  # fmt: skip
+
+
+@dataclass
+class Composed:
+    """A request's prompt as pieces (see the module doc) and the snippets it carries."""
+
+    template: str
+    prefix_ids: list[int]
+    pieces: list[Any]  # list[int] (computed) or kv.serving.StoredSnippet (placed)
+    tail: list[int]
+    snippets: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[int]:
+        out = list(self.prefix_ids)
+        for piece in self.pieces:
+            out += piece if isinstance(piece, list) else piece.ids
+        return out + self.tail
+
+    @property
+    def stored(self) -> list[Any]:
+        return [p for p in self.pieces if not isinstance(p, list)]
+
+    def segments(self) -> list[Segment]:
+        """The prompt as consecutive segments from position 0 (empty pieces left out)."""
+        out: list[Segment] = []
+        position = 0
+        for piece in [self.prefix_ids, *self.pieces, self.tail]:
+            ids = piece if isinstance(piece, list) else piece.ids
+            if ids:
+                name = None if isinstance(piece, list) else piece.name
+                out.append(Segment(position, list(ids), name))
+                position += len(ids)
+        return out
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tokens at [start, start + len(ids)): a stored snippet's (`stored` names its chunk KV)
+    or to compute."""
+
+    start: int
+    ids: list[int]
+    stored: str | None = None
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.ids)
+
+
+class Composer:
+    """The prompt side of the endpoint: one repository's context session, one bundle's
+    template, the tokenizer; `compose(request, stored)` per request."""
+
+    def __init__(self, session: Any, bundle: Any, template: str, chunks: Any, budget: int) -> None:
+        self.session = session
+        self.bundle = bundle
+        self.template = template
+        self.tokenizer = session.tokenizer
+        self.chunks = chunks  # the chunks file: ContextOptions names it
+        self.budget = budget
+        entry = bundle.entry(template)
+        schema = entry.get("schema") or {}
+        self.wanted = set(schema.get("properties", {}))
+        self.languages = schema.get("properties", {}).get("language", {}).get("enum")
+        self.add_special = entry["format"] == "text"
+
+    def compose(self, request: CompletionRequest, stored: set[str]) -> Composed:
+        from copilot_cli.context import ContextOptions
+        from copilot_cli.core.errors import CopilotError
+        from copilot_cli.core.tokens import prompt_ids
+        from copilot_cli.kv import context_pieces
+
+        try:
+            options = ContextOptions(
+                self.chunks,
+                None,
+                file=request.file,
+                prefix=request.prefix,
+                suffix=request.suffix,
+                budget=request.budget or self.budget,
+            )
+            result = self.session.select(options)
+        except CopilotError as exc:
+            raise RequestError(400, f"context: {exc}") from None
+        context = result.context  # what a template's `context` input takes
+        context += [
+            {"path": e.filename or "editor", "text": e.text.rstrip("\n")} for e in request.extra
+        ]
+        inputs = self._inputs(request, context)
+        try:
+            rendered = self.bundle.split(self.template, **inputs)
+        except CopilotError as exc:
+            raise RequestError(400, f"template {self.template}: {exc}") from None
+        prefix = prompt_ids(self.tokenizer, rendered.static_prefix, add_special=self.add_special)
+        pieces, tail = context_pieces(self.tokenizer, rendered.rest, context, stored)
+        placed = {p.name for p in pieces if not isinstance(p, list)}
+        return Composed(
+            template=self.template,
+            prefix_ids=prefix,
+            pieces=pieces,
+            tail=tail,
+            snippets=[_described(s, placed) for s in result.snippets],
+        )
+
+    def _inputs(self, request: CompletionRequest, context: list[dict[str, str]]) -> dict:
+        language = LANGUAGES.get(PurePosixPath(request.file).suffix, "python")
+        if self.languages and language not in self.languages:
+            raise RequestError(400, f"template {self.template} takes no {language} file")
+        values = {
+            "language": language,
+            "path": request.file or "untitled",
+            "code_before": request.prefix,
+            "code_after": request.suffix,
+            "context": context,
+        }
+        return {k: v for k, v in values.items() if k in self.wanted}
+
+
+def _described(snippet: Any, placed: set[str]) -> dict[str, Any]:
+    return {
+        "id": snippet.id,
+        "path": snippet.path,
+        "start_line": snippet.start_line,
+        "end_line": snippet.end_line,
+        "tokens": snippet.tokens,
+        "reason": snippet.reason,
+    }
