@@ -2,14 +2,14 @@
 
 from copilot_cli.kv.assemble import Assembled, StoredPiece, assemble_cache, load_piece
 from copilot_cli.kv.builder import PrefillResult, prefill_kv, prefill_sources
-from copilot_cli.kv.chunkkv import OPENING_SUFFIX, chunk_sources, context_openings
+from copilot_cli.kv.chunkkv import OPENING_SUFFIX, chunk_name, chunk_sources, context_openings
 from copilot_cli.kv.format import KVIndex, ModelGeometry, block_hashes, read_segment
 from copilot_cli.kv.geometry import model_geometry
 from copilot_cli.kv.inspect import inspect_kv_folder, inspect_kv_segment
 from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, load_prefix
 from copilot_cli.kv.options import PrefillOptions, PrefixSource
 from copilot_cli.kv.radix import PrefixMatch, RadixTree
-from copilot_cli.kv.rope import rotary_of
+from copilot_cli.kv.rope import rerotate, rotary_of, rotary_of_config
 from copilot_cli.kv.serving import (
     StoredSnippet,
     assemble_request,
@@ -56,6 +56,7 @@ __all__ = [
     "block_hashes",
     "build_cache",
     "check_slot_model",
+    "chunk_name",
     "chunk_sources",
     "context_openings",
     "context_pieces",
@@ -70,7 +71,9 @@ __all__ = [
     "prefill_sources",
     "read_segment",
     "read_slot_index",
+    "rerotate",
     "rotary_of",
+    "rotary_of_config",
     "verified_slot",
     "verify_prefixes",
 ]

@@ -82,3 +82,31 @@ def rerotate(keys: torch.Tensor, delta: int, rotary: Rotary) -> torch.Tensor:
     rotated = torch.cat((-part[..., half:], part[..., :half]), dim=-1)
     moved = part * cos.to(k.device) + rotated * sin.to(k.device)
     return torch.cat((moved, rest), dim=-1).to(keys.dtype) if rest.numel() else moved.to(keys.dtype)
+
+
+def rotary_of_config(config: Any, *, prompt_tokens: int | None = None) -> Rotary:
+    """The frequencies of a model known by its config alone (an engine holds the weights, as
+    vLLM's connector does): its own rotary module built from the config, with the same checks
+    as `rotary_of`."""
+    import importlib
+
+    kind = str(getattr(config, "model_type", ""))
+    try:
+        module = importlib.import_module(f"transformers.models.{kind}.modeling_{kind}")
+    except ImportError:
+        module = None
+    found = [
+        getattr(module, name)
+        for name in dir(module or object)
+        if name.endswith("RotaryEmbedding") and not name.startswith("_")
+    ]
+    if not found:
+        raise InputError(
+            f"{kind or 'this model'} has no rotary position embedding (learned or ALiBi "
+            "positions): its cached keys cannot be moved to another position",
+            where="--model",
+        )
+    from types import SimpleNamespace
+
+    holder = SimpleNamespace(config=config, rotary_emb=found[0](config))  # what rotary_of reads
+    return rotary_of(holder, prompt_tokens=prompt_tokens)

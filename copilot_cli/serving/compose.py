@@ -85,7 +85,12 @@ class Composer:
         self.languages = schema.get("properties", {}).get("language", {}).get("enum")
         self.add_special = entry["format"] == "text"
 
-    def compose(self, request: CompletionRequest, stored: set[str]) -> Composed:
+    def compose(
+        self, request: CompletionRequest, stored: set[str], *, stored_first: bool = False
+    ) -> Composed:
+        """The request's prompt; `stored_first` puts the snippets whose KV is stored right
+        after the static prefix (an engine that only takes one stored run from position 0:
+        vLLM), the others after them, each group in its order."""
         from copilot_cli.context import ContextOptions
         from copilot_cli.core.errors import CopilotError
         from copilot_cli.core.tokens import prompt_ids
@@ -107,6 +112,8 @@ class Composer:
         context += [
             {"path": e.filename or "editor", "text": e.text.rstrip("\n")} for e in request.extra
         ]
+        if stored_first:
+            context = _stored_first(context, stored)
         inputs = self._inputs(request, context)
         try:
             rendered = self.bundle.split(self.template, **inputs)
@@ -146,3 +153,17 @@ def _described(snippet: Any, placed: set[str]) -> dict[str, Any]:
         "tokens": snippet.tokens,
         "reason": snippet.reason,
     }
+
+
+def _stored_first(context: list[dict[str, str]], stored: set[str]) -> list[dict[str, str]]:
+    from copilot_cli.context import FILE_SEP_TOKENS, snippet_text
+    from copilot_cli.kv import chunk_name
+
+    def is_stored(item: dict[str, str]) -> bool:
+        forms = [snippet_text(item["path"], item["text"], "xml")]
+        forms += [snippet_text(item["path"], item["text"], "file-sep", s) for s in FILE_SEP_TOKENS]
+        return any(chunk_name(form) in stored for form in forms)
+
+    flags = [is_stored(item) for item in context]
+    first = [item for item, flag in zip(context, flags, strict=True) if flag]
+    return first + [item for item, flag in zip(context, flags, strict=True) if not flag]

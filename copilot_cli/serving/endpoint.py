@@ -38,7 +38,11 @@ class Endpoint:
         """Compose and generate one request; `emit(text, token)` gets each piece of text as
         it is decoded (streaming)."""
         started = time.perf_counter()
-        composed = self.composer.compose(request, self.engine.stored_chunks())
+        composed = self.composer.compose(
+            request,
+            self.engine.stored_chunks(),
+            stored_first=getattr(self.engine, "stored_run_only", False),
+        )
         composed_at = time.perf_counter()
         text = _Detokenizer(self.engine.detokenize, request.stop)
 

@@ -83,27 +83,25 @@ class ContextEngine:
         return self.llm.detokenize(tokens)
 
     def generate(
-        self, composed: Any, max_tokens: int, on_token: Callable[[int], bool] | None = None
+        self,
+        composed: Any,
+        max_tokens: int,
+        on_token: Callable[[int], bool] | None = None,
+        *,
+        restore: bool = True,
+        place: bool = True,
     ) -> Generated:
         """The request's prompt laid out (restored, placed, computed), then `max_tokens`
-        greedy tokens, each handed to `on_token` as it comes."""
+        greedy tokens, each handed to `on_token` as it comes. `restore` / `place` off: the
+        static prefix / the snippets computed instead (what a bench compares with)."""
         ids = composed.ids
-        if len(ids) + max_tokens > self.n_ctx:
-            raise InputError(
-                f"{len(ids)} prompt tokens and {max_tokens} to predict do not fit the engine's "
-                f"context ({self.n_ctx})",
-                where="n_predict",
-            )
+        self._fits(len(ids) + max_tokens)
         with self.lock:
             started = time.perf_counter()
-            llama_cpp.llama_memory_clear(self.memory, True)
-            restored = self._restore_prefix(ids)
-            place = not (self.window and len(ids) > self.window)
-            placed, recomputed, last = self._lay_out(composed.segments(), restored, place)
+            restored, placed, recomputed, last, note = self._prompt(composed, restore, place)
             first = time.perf_counter()
             tokens, reason = self._continue(last, len(ids), max_tokens, on_token)
             done = time.perf_counter()
-        note = "" if place else f"longer than the sliding window ({self.window}): no placement"
         return Generated(
             tokens=tokens,
             finish_reason=reason,
@@ -114,6 +112,40 @@ class ContextEngine:
             predicted_ms=(done - first) * 1000,
             note=note,
         )
+
+    def score(
+        self, composed: Any, reference: list[int], *, restore: bool = True, place: bool = True
+    ) -> np.ndarray:
+        """float32 [len(reference), vocab]: the next-token logits after the prompt and after
+        each reference token but the last (teacher forcing), the prompt laid out as
+        `generate` lays it out."""
+        ids = composed.ids
+        self._fits(len(ids) + len(reference))
+        with self.lock:
+            *_, last, _ = self._prompt(composed, restore, place)
+            rows = [last]
+            for offset, token in enumerate(reference[:-1]):
+                rows.append(self._decode([token], len(ids) + offset, True))
+        return np.stack(rows)
+
+    def _fits(self, tokens: int) -> None:
+        if tokens > self.n_ctx:
+            raise InputError(
+                f"{tokens} tokens (prompt and prediction) do not fit the engine's context "
+                f"({self.n_ctx})",
+                where="n_predict",
+            )
+
+    def _prompt(self, composed: Any, restore: bool, place: bool) -> tuple[int, int, int, Any, str]:
+        """(restored, placed, recomputed, last logits, note) of the prompt laid out."""
+        ids = composed.ids
+        llama_cpp.llama_memory_clear(self.memory, True)
+        restored = self._restore_prefix(ids) if restore else 0
+        note = ""
+        if place and self.window and len(ids) > self.window:
+            place, note = False, f"longer than the sliding window ({self.window}): no placement"
+        placed, recomputed, last = self._lay_out(composed.segments(), restored, place)
+        return restored, placed, recomputed, last, note
 
     def _restore_prefix(self, ids: list[int]) -> int:
         prefix = self.index.longest(ids)

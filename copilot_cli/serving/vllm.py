@@ -43,7 +43,9 @@ from vllm.logger import init_logger
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.core.models import DTYPE_NAMES
 from copilot_cli.kv import DEFAULT_MAX_BYTES, KVCacheDir, PrefixMatch, RadixTree, SegmentStore
+from copilot_cli.serving import vllm_chunks
 from copilot_cli.serving.compat import EngineModel, check_servable, local_folder
+from copilot_cli.serving.vllm_chunks import Placement
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -57,13 +59,16 @@ logger = init_logger(f"vllm.{__name__}")  # vLLM configures the "vllm" hierarchy
 
 @dataclass
 class LoadSpec:
-    """Write positions [start, end) of a request, held by `segments`, into its blocks."""
+    """Write positions [start, end) of a request into its blocks: the stored prefix's (held by
+    `segments`) up to `prefix_end`, then each placed snippet's (serving/vllm_chunks.py)."""
 
     request_id: str
     block_ids: list[int]
     start: int
     end: int
     segments: list[tuple[str, int, int]]  # (hash, start, length)
+    prefix_end: int = 0
+    placements: list[Placement] = field(default_factory=list)
 
 
 @dataclass
@@ -96,9 +101,10 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
             max_bytes=int(extra.get("max_bytes", DEFAULT_MAX_BYTES)),
         )
         self.tree = RadixTree.from_index(self.kv.index)
+        self.rotary, self.window = self._rotary(vllm_config)
         self._chain = {h: s.parent for h, s in self.kv.index.segments.items()}
-        self._planned: dict[str, tuple[int, int, PrefixMatch]] = {}
-        self._to_load: dict[str, tuple[int, int, PrefixMatch]] = {}
+        self._planned: dict[str, tuple[int, int, PrefixMatch, list[Placement]]] = {}
+        self._to_load: dict[str, tuple[int, int, PrefixMatch, list[Placement]]] = {}
         self._bad: set[str] = set()
         self._checked: dict[str, tuple[int, int]] = {}  # segment -> (size, mtime_ns) verified
         self._bad_state: dict[str, tuple[int, int] | None] = {}
@@ -131,16 +137,34 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
             role.name.lower(),
         )
 
+    def _rotary(self, vllm_config: VllmConfig) -> tuple[Any, int | None]:
+        """The frequencies snippets' keys are re-rotated with, when the folder holds chunk KV
+        (a model whose keys cannot move: the engine stops with one line)."""
+        if not any(e.kind == "chunk" for e in self.kv.index.prefixes.values()):
+            return None, None
+        from copilot_cli.kv import rotary_of_config
+
+        config = vllm_config.model_config.hf_config
+        try:
+            rotary = rotary_of_config(config)
+        except CopilotError as exc:
+            raise RuntimeError(f"copilot-opt connector refuses chunk KV: {exc}") from None
+        return rotary, self.kv.index.geometry.sliding_window
+
     # -- scheduler side -----------------------------------------------------------------------
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
     ) -> tuple[int | None, bool]:
         ids = list(request.prompt_token_ids or [])
         match = self.tree.match(ids)
-        usable = min(match.length, len(ids) - 1) // self.block_size * self.block_size
+        placements, region = self._placements(request, ids, match)
+        usable = min(region, len(ids) - 1) // self.block_size * self.block_size
+        placements = [p for p in placements if p.start < usable]
         if usable <= num_computed_tokens:
             return 0, False
-        needed = match.covering(num_computed_tokens, usable)
+        needed = match.covering(num_computed_tokens, min(usable, match.length))
+        for placement in placements:
+            needed += vllm_chunks.chunk_segments(self.kv.index, placement)
         if self._allowed is not None:  # a warm plan: only what it may hold is read from disk
             kept = []
             for segment in needed:
@@ -155,9 +179,20 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
                 needed = match.covering(num_computed_tokens, usable)
         if not self._verified(needed):
             return 0, False
-        self._planned[request.request_id] = (num_computed_tokens, usable, match)
+        self._planned[request.request_id] = (num_computed_tokens, usable, match, placements)
         self._log(request, match)
         return usable - num_computed_tokens, False
+
+    def _placements(
+        self, request: Request, ids: list[int], match: PrefixMatch
+    ) -> tuple[list[Placement], int]:
+        """(the snippets placed after the stored prefix, where the stored region ends)."""
+        if self.rotary is None or (self.window and len(ids) > self.window):
+            return [], match.length
+        placements, last = vllm_chunks.plan(self.kv.index, request, ids, match.length)
+        if not placements:
+            return [], match.length
+        return placements, max(placements[-1].end - last, match.length)
 
     def _log(self, request: Request, match: PrefixMatch) -> None:
         """One request-log line: the deepest stored prefix the request starts with; the
@@ -207,8 +242,9 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
     ) -> None:
         plan = self._planned.pop(request.request_id, None)
         if num_external_tokens > 0 and plan is not None:
-            start, _, match = plan
-            self._to_load[request.request_id] = (start, start + num_external_tokens, match)
+            start, _, match, placements = plan
+            end = start + num_external_tokens
+            self._to_load[request.request_id] = (start, end, match, placements)
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
         meta = PrefixLoadMetadata()
@@ -224,8 +260,10 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         return meta
 
     def _spec(self, request_id: str, block_ids: list[int]) -> LoadSpec:
-        start, end, match = self._to_load[request_id]
-        return LoadSpec(request_id, list(block_ids), start, end, match.covering(start, end))
+        start, end, match, placements = self._to_load[request_id]
+        segments = match.covering(start, min(end, match.length))
+        kept = [p for p in placements if p.start < end]
+        return LoadSpec(request_id, list(block_ids), start, end, segments, match.length, kept)
 
     # -- worker side ------------------------------------------------------------------------
     def _read_plan(self, path: str | None) -> Any:
@@ -298,28 +336,51 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
             )
 
     def _gather(self, spec: LoadSpec) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Per layer, the keys and values of positions [start, end) as [tokens, heads, dim]."""
+        """Per layer, the keys and values of positions [start, end) as [tokens, heads, dim]:
+        the stored prefix's, then each placed snippet's (keys re-rotated to its place)."""
         parts_k: list[list[torch.Tensor]] = []
         parts_v: list[list[torch.Tensor]] = []
         taken: list[str] = []  # in use until joined: never evicted by the next one's read
+
+        def add(seg_hash: str, lo: int, hi: int, delta: int = 0) -> None:
+            segment = self.store.acquire(seg_hash)
+            taken.append(seg_hash)
+            if not parts_k:
+                parts_k.extend([] for _ in segment.keys)
+                parts_v.extend([] for _ in segment.values)
+            keys, values = vllm_chunks.moved(segment, lo, hi, delta, self.rotary)
+            for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+                parts_k[i].append(k)
+                parts_v[i].append(v)
+
         try:
+            prefix_end = min(spec.end, spec.prefix_end)
             for seg_hash, seg_start, seg_length in spec.segments:
-                segment = self.store.acquire(seg_hash)
-                taken.append(seg_hash)
                 lo = max(spec.start, seg_start) - seg_start
-                hi = min(spec.end, seg_start + seg_length) - seg_start
-                if not parts_k:
-                    parts_k = [[] for _ in segment.keys]
-                    parts_v = [[] for _ in segment.values]
-                for i, (k, v) in enumerate(zip(segment.keys, segment.values, strict=True)):
-                    parts_k[i].append(k[:, lo:hi])
-                    parts_v[i].append(v[:, lo:hi])
+                hi = min(prefix_end, seg_start + seg_length) - seg_start
+                if hi > lo:
+                    add(seg_hash, lo, hi)
+            for placement in spec.placements:
+                self._gather_placed(placement, spec, add)
             keys = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_k]
             values = [torch.cat(p, dim=1).transpose(0, 1).contiguous() for p in parts_v]
         finally:
             for seg_hash in taken:
                 self.store.release(seg_hash)
         return keys, values
+
+    def _gather_placed(self, placement: Placement, spec: LoadSpec, add: Any) -> None:
+        """A placed snippet's positions inside [spec.start, spec.end), from its chunk's
+        segments (its own tokens start at its lead), moved to where the request has it."""
+        begin, end = max(spec.start, placement.start), min(spec.end, placement.end)
+        if end <= begin:
+            return
+        delta = placement.start - placement.lead
+        for seg_hash, seg_start, seg_length in vllm_chunks.chunk_segments(self.kv.index, placement):
+            lo = max(begin - delta, seg_start) - seg_start
+            hi = min(end - delta, seg_start + seg_length) - seg_start
+            if hi > lo:
+                add(seg_hash, lo, hi, delta)
 
     def _inject(
         self,
