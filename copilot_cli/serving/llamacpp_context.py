@@ -33,8 +33,8 @@ from copilot_cli.kv import check_slot_model, read_slot_index, verified_slot
 from copilot_cli.serving.generated import Generated
 from copilot_cli.serving.llamacpp import DEFAULT_CONTEXT, open_model, vocabulary_fingerprint
 
-FIRST_TOKENS = 32
-LAST_TOKENS = 256
+FIRST_TOKENS = 16
+LAST_TOKENS = 128
 BATCH = 512
 SCRATCH = 1  # the sequence a snippet is restored into before it is moved
 
