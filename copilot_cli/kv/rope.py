@@ -18,6 +18,8 @@ from copilot_cli.core.errors import InputError
 
 # RoPE kinds whose frequencies depend on the sequence length: a moved key would be wrong.
 _LENGTH_DEPENDENT = ("dynamic", "longrope")
+# layer kinds that carry a state instead of per-token keys (a snippet's state cannot be moved)
+_STATEFUL = ("linear_attention", "mamba", "hybrid", "recurrent", "conv", "ssm")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,12 @@ def rotary_of(model: Any, *, prompt_tokens: int | None = None) -> Rotary:
             "keys cannot be moved to another position",
             where="--model",
         )
+    if stateful := _stateful_layers(config):
+        raise InputError(
+            f"its {stateful} layers carry a recurrent state, not per-token keys: a snippet's "
+            "cached state cannot be moved to another place in a prompt",
+            where="--model",
+        )
     rope_type = str(getattr(rotary, "rope_type", "default"))
     if rope_type in _LENGTH_DEPENDENT:
         raise InputError(
@@ -59,6 +67,18 @@ def rotary_of(model: Any, *, prompt_tokens: int | None = None) -> Rotary:
             where="--model",
         )
     return Rotary(inv_freq.detach().to("cpu", torch.float64))
+
+
+def _stateful_layers(config: Any) -> str | None:
+    """The first recurrent or hybrid layer kind of a config (Jamba, Bamba, Qwen3-Next,
+    Falcon-H1, RecurrentGemma...), or None."""
+    for attribute in ("layer_types", "layers_block_type", "block_types"):
+        for kind in getattr(config, attribute, None) or ():
+            if any(word in str(kind).lower() for word in _STATEFUL):
+                return str(kind)
+    if any(name.startswith(("mamba_", "ssm_")) for name in vars(config)):
+        return "mamba"
+    return None
 
 
 def _window(config: Any) -> int | None:

@@ -18,6 +18,16 @@ from copilot_cli.serving.protocol import CompletionRequest, RequestError
 LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".tsx": "typescript",
              ".go": "go", ".rs": "rust", ".java": "java", ".c": "c", ".h": "c", ".cc": "cpp",
              ".cpp": "cpp", ".hpp": "cpp"}  # fmt: skip
+# the spellings of fill-in-the-middle and repository tokens, by family (a template written
+# for one family is text to another's tokenizer)
+FIM_SPELLINGS = {
+    "Qwen2.5-Coder": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>",
+                      "<|file_sep|>"),
+    "StarCoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<repo_name>", "<file_sep>"),
+    "DeepSeek-Coder": ("<\uff5cfim\u2581begin\uff5c>", "<\uff5cfim\u2581hole\uff5c>",
+                       "<\uff5cfim\u2581end\uff5c>"),
+    "CodeLlama": ("<PRE>", "<SUF>", "<MID>"),
+}  # fmt: skip
 
 
 @dataclass
@@ -84,6 +94,9 @@ class Composer:
         self.wanted = set(schema.get("properties", {}))
         self.languages = schema.get("properties", {}).get("language", {}).get("enum")
         self.add_special = entry["format"] == "text"
+        header = session.header
+        self.repo_name = header.repository or (header.repositories or ("repository",))[0]
+        check_fim_spellings(bundle, template, self.tokenizer)
 
     def compose(
         self, request: CompletionRequest, stored: set[str], *, stored_first: bool = False
@@ -140,8 +153,34 @@ class Composer:
             "code_before": request.prefix,
             "code_after": request.suffix,
             "context": context,
+            "repo_name": self.repo_name,
         }
         return {k: v for k, v in values.items() if k in self.wanted}
+
+
+def check_fim_spellings(bundle: Any, template: str, tokenizer: Any) -> None:
+    """Refuse, with one line, a template that writes fill-in-the-middle or repository tokens
+    this tokenizer does not have as single tokens (it would read them as text).
+
+    Raises:
+        OptionError: on `template`, naming the model's own spellings where it has some.
+    """
+    from copilot_cli.context import placeholder_inputs
+    from copilot_cli.core.options import OptionError
+
+    schema = bundle.entry(template).get("schema") or {}
+    text = bundle.render(template, **placeholder_inputs(schema))
+    vocab = tokenizer.get_vocab()
+    spelled = [t for family in FIM_SPELLINGS.values() for t in family if t in text]
+    missing = [t for t in spelled if t not in vocab]
+    if missing:
+        own = [name for name, family in FIM_SPELLINGS.items() if family[0] in vocab]
+        hint = f" (this model spells them as {own[0]} does)" if own else ""
+        raise OptionError(
+            "template",
+            f"{template} writes {missing[0]}, which is not one of this model's tokens{hint}: "
+            "compile a template with the model's own spellings",
+        )
 
 
 def _described(snippet: Any, placed: set[str]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ the tokens not computed (restored or placed) and the time the endpoint itself to
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,10 @@ from typing import Any
 
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.serving import protocol
+from copilot_cli.serving.generated import Generated
 from copilot_cli.serving.protocol import CompletionRequest, Outcome, RequestError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,7 +48,10 @@ class Endpoint:
             stored_first=getattr(self.engine, "stored_run_only", False),
         )
         composed_at = time.perf_counter()
-        text = _Detokenizer(self.engine.detokenize, request.stop)
+        _check_fits(len(composed.ids), request.max_tokens, self.engine.context_length)
+        if request.max_tokens == 0:  # llama.vscode's context update: nothing to predict
+            return self._outcome(composed, None, "", "length", started, composed_at)
+        text = _Detokenizer(self.engine.detokenize, request)
 
         def on_token(token: int) -> bool:
             piece = text.add(token)
@@ -57,19 +64,30 @@ class Endpoint:
         except CopilotError as exc:
             status = 400 if exc.where in ("n_predict", "budget") else 500
             raise RequestError(status, str(exc)) from None
-        snippets = composed.snippets
+        final = text.final()
+        if emit is not None and final[text.sent :]:  # what was held back for a cut that
+            emit(final[text.sent :], generated.tokens[-1])  # never came
+        reason = text.reason or generated.finish_reason
+        return self._outcome(composed, generated, final, reason, started, composed_at)
+
+    def _outcome(
+        self, composed: Any, generated: Any, text: str, reason: str, started: float, at: float
+    ) -> Outcome:
+        compose_ms = (at - started) * 1000
+        if generated is None:
+            generated = Generated([], "length", len(composed.ids), 0, 0, 0.0, 0.0)
         return Outcome(
-            text=text.final(),
+            text=text,
             tokens=generated.tokens,
-            finish_reason="stop" if text.stopped else generated.finish_reason,
+            finish_reason=reason,
             prompt_tokens=generated.prompt_tokens,
             cached_tokens=generated.cached_tokens,
-            prompt_ms=generated.prompt_ms + (composed_at - started) * 1000,
+            prompt_ms=generated.prompt_ms + compose_ms,
             predicted_ms=generated.predicted_ms,
-            snippets=snippets,
+            snippets=composed.snippets,
             model=self.model_name,
             extra={
-                "compose_ms": round((composed_at - started) * 1000, 3),
+                "compose_ms": round(compose_ms, 3),
                 "recomputed_tokens": generated.recomputed_tokens,
                 **({"note": generated.note} if generated.note else {}),
             },
@@ -77,14 +95,22 @@ class Endpoint:
 
 
 class _Detokenizer:
-    """Text as tokens come: only whole UTF-8 characters are handed out; stop strings end it."""
+    """Text as tokens come: only whole UTF-8 characters are handed out, and nothing that may
+    still turn out to be cut (the start of a stop string, a new line's indentation under
+    `n_indent`). A completion ends at a stop string, at a line indented less than `n_indent`
+    (cut before it) or, past `t_max_predict_ms`, once it holds a newline (llama.cpp server's
+    rules for /infill)."""
 
-    def __init__(self, detokenize: Callable[[list[int]], bytes], stops: tuple[str, ...]) -> None:
+    def __init__(self, detokenize: Callable[[list[int]], bytes], request: CompletionRequest):
         self.detokenize = detokenize
-        self.stops = stops
+        self.stops = request.stop
+        self.n_indent = request.n_indent
+        self.deadline = request.t_max_predict_ms / 1000 if request.t_max_predict_ms else None
+        self.started = 0.0  # the first token's time: the limit counts from there
         self.tokens: list[int] = []
         self.sent = 0
         self.stopped = False
+        self.reason = ""  # "stop" (a stop string) or "length" (an indentation or time limit)
 
     def _text(self) -> str:
         data = self.detokenize(self.tokens)
@@ -93,24 +119,66 @@ class _Detokenizer:
         except UnicodeDecodeError as exc:  # a character cut at the end: wait for the rest
             return data[: exc.start].decode("utf-8", errors="replace")
 
-    def add(self, token: int) -> str:
-        self.tokens.append(token)
-        text = self._text()
+    def _cut(self, text: str) -> tuple[str, str]:
+        """(the text up to where the completion ends, why it ends there or "")."""
+        end, reason = len(text), ""
         for stop in self.stops:
             at = text.find(stop)
-            if at >= 0:
-                text, self.stopped = text[:at], True
-        piece = text[self.sent :]
-        self.sent = len(text)
+            if 0 <= at < end:
+                end, reason = at, "stop"
+        if self.n_indent:
+            at = _under_indented(text[:end], self.n_indent)
+            if at is not None:
+                end, reason = at, "length"
+        return text[:end], reason
+
+    def _held(self, text: str) -> int:
+        """Characters at the end that a later token may still cut."""
+        held = 0
+        for stop in self.stops:
+            held = max(held, next((k for k in range(len(stop) - 1, 0, -1)
+                                   if text.endswith(stop[:k])), 0))  # fmt: skip
+        line = text.rpartition("\n")[2]
+        if self.n_indent and "\n" in text and not line.strip():
+            held = max(held, len(line))
+        return held
+
+    def add(self, token: int) -> str:
+        self.tokens.append(token)
+        self.started = self.started or time.perf_counter()
+        text, reason = self._cut(self._text())
+        late = self.deadline is not None and time.perf_counter() - self.started > self.deadline
+        if not reason and late and "\n" in text:
+            reason = "length"
+        self.stopped, self.reason = bool(reason), reason
+        safe = len(text) if self.stopped else len(text) - self._held(text)
+        piece = text[self.sent : safe]
+        self.sent = max(self.sent, safe)
         return piece
 
     def final(self) -> str:
-        text = self.detokenize(self.tokens).decode("utf-8", errors="replace")
-        for stop in self.stops:
-            at = text.find(stop)
-            if at >= 0:
-                text = text[:at]
-        return text
+        return self._cut(self.detokenize(self.tokens).decode("utf-8", errors="replace"))[0]
+
+
+def _check_fits(prompt: int, predict: int, context: int) -> None:
+    if prompt + predict > context:
+        raise RequestError(
+            400,
+            f"the prompt ({prompt} tokens) and n_predict ({predict}) do not fit the model's "
+            f"context ({context} tokens): ask for a smaller copilot.budget or n_predict",
+        )
+
+
+def _under_indented(text: str, n_indent: int) -> int | None:
+    """Where the first line after a newline indented less than `n_indent` starts (a line
+    counts once it holds more than whitespace), or None."""
+    offset = text.find("\n") + 1
+    while offset:
+        line = text[offset:].split("\n", 1)[0]
+        if line.strip() and len(line) - len(line.lstrip(" \t")) < n_indent:
+            return offset
+        offset = text.find("\n", offset) + 1
+    return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -139,6 +207,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200, protocol.answer(request, outcome))
         except RequestError as exc:
             self._json(exc.status, protocol.error_body(self.path, exc))
+        except Exception as exc:  # an engine failure: one line to the client, the server goes on
+            log.warning("request failed: %s", _one_line(exc))
+            error = RequestError(500, f"the engine failed: {_one_line(exc)}")
+            self._json(500, protocol.error_body(self.path, error))
 
     def _body(self) -> bytes:
         length = self.headers.get("Content-Length")
@@ -160,8 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         try:
             outcome = self.server.endpoint.complete(request, emit)
-        except RequestError as exc:  # headers are sent: the error is the last event
-            body = protocol.error_body(self.path, exc)
+        except Exception as exc:  # headers are sent: the error is the last event
+            error = exc if isinstance(exc, RequestError) else RequestError(500, _one_line(exc))
+            body = protocol.error_body(self.path, error)
             self.wfile.write(b"data: " + json.dumps(body).encode() + b"\n\n")
             return
         self.wfile.write(protocol.stream_end(request, outcome))
@@ -177,6 +250,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         return
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 class _Server(ThreadingHTTPServer):

@@ -58,6 +58,7 @@ class ContextEngine:
         self.llm = open_model(gguf, 256)  # the model and its vocabulary; its context unused
         check_slot_model(self.index, gguf, vocabulary_fingerprint(self.llm), str(self.folder))
         self.n_ctx = n_ctx
+        self.context_length = n_ctx
         self.ctx = _context(self.llm.model, n_ctx)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.chunks = {p.name: p for p in self.index.prefixes if p.kind == "chunk"}

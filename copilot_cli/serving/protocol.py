@@ -4,7 +4,9 @@ shape each protocol expects.
     POST /infill              llama.cpp server's shape, what llama.vscode and llama.vim send:
                               input_prefix, input_suffix, input_extra [{filename, text}],
                               prompt (the text typed after input_prefix), n_predict, stream,
-                              and sampling fields (accepted; completions are greedy)
+                              n_indent and t_max_predict_ms (honoured as llama.cpp server
+                              does), and sampling fields (accepted; completions are greedy);
+                              n_predict 0 (llama.vscode's ring-buffer update) answers at once
     POST /v1/completions      OpenAI's: prompt (the text before the cursor), suffix,
                               max_tokens, stream, model, ...
 
@@ -62,6 +64,8 @@ class CompletionRequest:
     budget: int | None = None  # tokens of repository context (None: the server's)
     model: str = ""
     stop: tuple[str, ...] = field(default_factory=tuple)
+    n_indent: int = 0  # /infill: a line indented less than this ends the completion
+    t_max_predict_ms: int = 0  # /infill: past this, the first newline ends the completion
 
 
 def parse(path: str, body: bytes) -> CompletionRequest:
@@ -163,6 +167,8 @@ def _infill(data: dict[str, Any]) -> CompletionRequest:
         stream=_stream(data),
         budget=budget,
         stop=_stops(data),
+        n_indent=_count(data, "n_indent", 0, 1 << 10),
+        t_max_predict_ms=_count(data, "t_max_predict_ms", 0, 1 << 30),
     )
 
 
@@ -239,6 +245,7 @@ def answer(request: CompletionRequest, outcome: Outcome) -> dict[str, Any]:
         "stop_type": "limit" if outcome.finish_reason == "length" else "eos",
         "tokens_cached": outcome.cached_tokens,
         "tokens_evaluated": outcome.prompt_tokens - outcome.cached_tokens,
+        "truncated": False,
         "timings": _timings(outcome),
         "copilot": _copilot(outcome),
     }
@@ -250,6 +257,7 @@ def _timings(outcome: Outcome) -> dict[str, Any]:
     return {
         "prompt_n": computed,
         "prompt_ms": round(outcome.prompt_ms, 3),
+        "prompt_per_second": round(computed / max(outcome.prompt_ms / 1000, 1e-9), 3),
         "cache_n": outcome.cached_tokens,
         "predicted_n": predicted,
         "predicted_ms": round(outcome.predicted_ms, 3),

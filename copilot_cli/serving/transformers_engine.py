@@ -38,6 +38,12 @@ class TransformersEngine:
         self.lock = threading.Lock()
         self._taken: list[str] = []  # prefixes held by the running request
 
+    @property
+    def context_length(self) -> int:
+        from copilot_cli.core.models import context_length
+
+        return context_length(self.model.config)
+
     def stored_chunks(self) -> set[str]:
         return set(self.chunks)
 

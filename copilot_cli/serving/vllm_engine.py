@@ -34,6 +34,7 @@ class VllmEngine:
     tokenizer: Any
     model_name: str
     chunks: set[str]
+    context_length: int
     compute_last: int = COMPUTE_LAST
     name = "vllm"
     stored_run_only = True  # the connector places one stored run from position 0
@@ -80,7 +81,10 @@ class VllmEngine:
             raise ArtifactError("vLLM did not come up in time", where=model_dir)
         kv = KVCacheDir(options.kv_dir)
         chunks = {n for n, e in kv.index.prefixes.items() if e.kind == "chunk"}
-        return cls(process, url, load_tokenizer(model_dir), model_dir, chunks)
+        with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
+            card = json.load(response)["data"][0]
+        length = int(card.get("max_model_len") or 0)
+        return cls(process, url, load_tokenizer(model_dir), card["id"], chunks, length)
 
     def stored_chunks(self) -> set[str]:
         return set(self.chunks)

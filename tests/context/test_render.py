@@ -60,6 +60,13 @@ def test_file_sep_context_renders_byte_for_byte_in_repo_completion(tmp_path):
         + block
         + "<|file_sep|>src/a.py\n<|fim_prefix|>x = <|fim_suffix|><|fim_middle|>"
     )  # nothing after <|fim_middle|>: the model writes from there
+    starcoder = loaded.render("repo-completion-starcoder", **inputs, context=SNIPPETS)
+    block = render_block([(s["path"], s["text"]) for s in SNIPPETS], "file-sep", "<file_sep>")
+    assert starcoder == (
+        "<repo_name>kvstore\n"
+        + block
+        + "<file_sep>src/a.py\n<fim_prefix>x = <fim_suffix><fim_middle>"
+    )
 
 
 @pytest.mark.parametrize("name", ["code-completion", "bug-fix", "unit-tests"])

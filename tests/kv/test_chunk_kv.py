@@ -179,6 +179,31 @@ def test_models_whose_keys_cannot_move_are_refused():
         assemble_cache(model, _piece(model, PREFIX), [_piece(model, FIRST)], recompute=1.5)
 
 
+@pytest.mark.parametrize(
+    ("config", "refusal"),
+    [
+        ("GPT2Config", "no rotary position embedding"),
+        ("BloomConfig", "no rotary position embedding"),  # ALiBi
+        ("Qwen3NextConfig", "recurrent state"),  # linear attention beside full attention
+        ("JambaConfig", "no rotary position embedding"),  # mamba layers, no RoPE at all
+        ("BambaConfig", "recurrent state"),  # mamba layers beside RoPE attention
+        ("FalconH1Config", "recurrent state"),
+        ("RecurrentGemmaConfig", "recurrent state"),
+    ],
+)
+def test_engines_refuse_chunk_kv_from_the_config_alone(config, refusal):
+    """What vLLM's connector checks (it holds a config, not the weights): the same refusals
+    as a loaded model, and a plain RoPE model's frequencies."""
+    import transformers
+
+    from copilot_cli.kv.rope import rotary_of_config
+
+    with pytest.raises(InputError, match=refusal):
+        rotary_of_config(getattr(transformers, config)())
+    plain = rotary_of_config(LlamaConfig(**SMALL))
+    assert torch.equal(plain.inv_freq, rotary_of(_model("llama")).inv_freq)
+
+
 @pytest.fixture(scope="module")
 def chunk_kv(tmp_path_factory):
     """The sample repository chunked, and the KV of the shipped templates' prefixes and of its
