@@ -247,7 +247,6 @@ def test_a_template_with_fim_tokens_the_model_lacks_is_refused(prepared, tmp_pat
     from copilot_cli.core.options import OptionError
     from copilot_cli.prompts import CompileOptions, compile_templates
     from copilot_cli.serving.endpoint import EndpointOptions, open_endpoint
-
     from tests.serving.conftest import REPO
 
     compile_templates(CompileOptions(REPO / "sample_data" / "fim_templates", tmp_path / "fim"))
