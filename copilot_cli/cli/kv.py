@@ -37,7 +37,12 @@ def prefill_kv_command(
     ] = None,
     top: Annotated[int | None, option("--top", help="Only the N first chunks.")] = None,
     snippet_format: Annotated[
-        str, option("--snippet-format", help="auto, xml or file-sep (as context --format).")
+        str,
+        option(
+            "--snippet-format",
+            help="auto, xml or file-sep (as context --format); auto: as the bundle's "
+            "templates write snippets, else by the tokenizer.",
+        ),
     ] = "auto",
     model: ModelOpt = "",
     engine: Annotated[

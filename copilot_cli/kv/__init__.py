@@ -2,7 +2,13 @@
 
 from copilot_cli.kv.assemble import Assembled, StoredPiece, assemble_cache, load_piece
 from copilot_cli.kv.builder import PrefillResult, prefill_kv, prefill_sources
-from copilot_cli.kv.chunkkv import OPENING_SUFFIX, chunk_name, chunk_sources, context_openings
+from copilot_cli.kv.chunkkv import (
+    OPENING_SUFFIX,
+    bundle_snippet_format,
+    chunk_name,
+    chunk_sources,
+    context_openings,
+)
 from copilot_cli.kv.format import KVIndex, ModelGeometry, block_hashes, read_segment
 from copilot_cli.kv.geometry import model_geometry
 from copilot_cli.kv.inspect import inspect_kv_folder, inspect_kv_segment
@@ -55,6 +61,7 @@ __all__ = [
     "assemble_request",
     "block_hashes",
     "build_cache",
+    "bundle_snippet_format",
     "check_slot_model",
     "chunk_name",
     "chunk_sources",

@@ -237,20 +237,22 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
         sources += prefixes_from_bundle(options.bundle, loaded.tokenizer_fingerprint)
     sources += prefixes_from_files(list(options.texts))
     if options.chunks is not None:
-        from copilot_cli.kv.chunkkv import chunk_sources, context_openings
+        from copilot_cli.kv.chunkkv import bundle_snippet_format, chunk_sources, context_openings
 
+        fmt = options.snippet_format
         if options.bundle is not None:  # each template with its context block opened
             from copilot_cli.prompts import load_bundle
 
             bundle = load_bundle(options.bundle)
-            sources += context_openings(bundle, loaded.tokenizer, options.snippet_format)
+            fmt = bundle_snippet_format(bundle, loaded.tokenizer, fmt)
+            sources += context_openings(bundle, loaded.tokenizer, fmt)
         sources += chunk_sources(
             options.chunks,
             options.registry,
             options.top,
             loaded.tokenizer,
             loaded.tokenizer_fingerprint,
-            options.snippet_format,
+            fmt,
         )
     bar = progress.progress("prefilling") if options.ray is None else None
     with bar or contextlib.nullcontext():  # on Ray the cluster run draws its own bar

@@ -96,6 +96,30 @@ def snippet_sources(
     return list(sources.values())
 
 
+def bundle_snippet_format(bundle: Any, tokenizer: Any, fmt: str = "auto") -> str:
+    """`fmt`, or for auto the format the bundle's templates write their snippets in (what a
+    request's prompt will hold, so stored snippets are found in it); auto again when no
+    template takes context or they disagree."""
+    if fmt != "auto":
+        return fmt
+    from copilot_cli.context import snippet_text
+
+    _, separator = snippet_format(tokenizer, fmt)
+    marker = {"path": "copilot-opt-marker.py", "text": "pass"}
+    found = set()
+    for name in bundle.templates():
+        schema = bundle.entry(name).get("schema") or {}
+        if "context" not in schema.get("properties", {}):
+            continue
+        inputs = {**placeholder_inputs(schema), "context": [marker]}
+        rest = bundle.split(name, **inputs).rest
+        for form in ("xml", "file-sep"):
+            if snippet_text(marker["path"], marker["text"], form, separator) in rest:
+                found.add(form)
+                break
+    return found.pop() if len(found) == 1 else "auto"
+
+
 OPENING_SUFFIX = "+context"  # the stored prefix of a template with its context block opened
 
 

@@ -89,17 +89,20 @@ def chunk_slot_sources(module: Any, gguf: Path, bundle: Path | None, chunks: Any
     sources: token ids from the GGUF's own tokenizer, as the endpoint composes requests."""
     from copilot_cli.core.fingerprints import tokenizer_fingerprint
     from copilot_cli.core.gguf import load_gguf_tokenizer
-    from copilot_cli.kv import chunk_sources, context_openings
+    from copilot_cli.kv import bundle_snippet_format, chunk_sources, context_openings
 
     tokenizer = load_gguf_tokenizer(gguf)
-    found = chunk_sources(
-        chunks.chunks, chunks.registry, chunks.top, tokenizer, tokenizer_fingerprint(tokenizer),
-        chunks.snippet_format,
-    )  # fmt: skip
-    if bundle is not None:
+    fmt, openings = chunks.snippet_format, []
+    if bundle is not None:  # snippets stored in the format the templates write them in
         from copilot_cli.prompts import load_bundle
 
-        found = context_openings(load_bundle(bundle), tokenizer, chunks.snippet_format) + found
+        loaded = load_bundle(bundle)
+        fmt = bundle_snippet_format(loaded, tokenizer, fmt)
+        openings = context_openings(loaded, tokenizer, fmt)
+    found = openings + chunk_sources(
+        chunks.chunks, chunks.registry, chunks.top, tokenizer, tokenizer_fingerprint(tokenizer),
+        fmt,
+    )  # fmt: skip
     return [
         module.SlotSource(s.name, s.text, tuple(s.token_ids or ()), s.kind, s.lead_tokens)
         for s in found

@@ -515,3 +515,20 @@ def test_a_snippet_path_cannot_add_an_attribute(shipped):
     text = snippet_text('a" injected="1.py', "x = 1", "xml")
     assert text.startswith('<snippet path="a&#34; injected=&#34;1.py">')
     assert 'injected="' not in render_block([('a" injected="1.py', "x = 1")], "xml")
+
+
+def test_auto_stores_snippets_in_the_format_the_bundle_writes(chunk_kv, shipped, tmp_path):
+    """`--snippet-format auto` with a bundle follows its templates (a tokenizer with a
+    file-separator token would choose file-sep alone; the llama.cpp endpoint test covers
+    SmolLM2's): the shipped templates write xml snippets, the repository-completion template
+    file-sep ones; a format given is kept."""
+    from copilot_cli.kv import bundle_snippet_format
+    from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
+    from tests.context.conftest import REPO
+
+    shipped_bundle = load_bundle(chunk_kv["bundle"])
+    assert bundle_snippet_format(shipped_bundle, shipped.tokenizer) == "xml"
+    assert bundle_snippet_format(shipped_bundle, shipped.tokenizer, "file-sep") == "file-sep"
+    compile_templates(CompileOptions(REPO / "sample_data" / "fim_templates", tmp_path / "fim"))
+    fim = load_bundle(tmp_path / "fim")
+    assert bundle_snippet_format(fim, shipped.tokenizer) == "file-sep"
