@@ -31,7 +31,12 @@ def serve_command(
         Path | None, option("--plan", help="A warm plan: what to load at start and after.")
     ] = None,
     engine: Annotated[
-        str, option("--engine", help="vllm, or llama.cpp (a slot folder and --model FILE.gguf).")
+        str,
+        option(
+            "--engine",
+            help="vllm, or llama.cpp (a slot folder and --model FILE.gguf); with --bundle also "
+            "transformers.",
+        ),
     ] = "vllm",
     print_command: Annotated[
         bool, option("--print-command", help="Print the vllm serve line; start nothing.")

@@ -285,6 +285,7 @@ class EndpointOptions:
         model: the model folder, or the GGUF file for llama.cpp.
         budget: tokens of repository context per request (a request may ask for fewer).
         host, port: where it listens.
+        extra_args: arguments for vLLM's server (`serve ... -- ARGS`).
     """
 
     kv_dir: Path
@@ -297,6 +298,7 @@ class EndpointOptions:
     budget: int = 1024
     host: str = "127.0.0.1"
     port: int = 8012
+    extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from copilot_cli.core.options import coerce_paths, require, require_count
@@ -341,7 +343,7 @@ def _engine(options: EndpointOptions) -> tuple[Any, Any, str]:
     if options.engine == "vllm":
         from copilot_cli.serving.vllm_engine import VllmEngine
 
-        engine = VllmEngine.start(options)
+        engine = VllmEngine.start(options, options.extra_args)
         return engine, engine.tokenizer, engine.model_name
     from copilot_cli.core.models import ModelSpec, load_model
     from copilot_cli.serving.transformers_engine import TransformersEngine
@@ -359,8 +361,12 @@ def serve_endpoint(flags: dict[str, Any]) -> None:
             "chunks", "the endpoint chooses context from a chunks file: give --chunks"
         )
     fields = ("kv_dir", "bundle", "chunks", "registry", "template", "engine", "model", "budget")
+    context = flags.get("ctx")
     options = EndpointOptions(
-        **{k: flags[k] for k in fields}, host=flags["host"], port=flags["port"]
+        **{k: flags[k] for k in fields},
+        host=flags["host"],
+        port=flags["port"],
+        extra_args=tuple(context.args) if context is not None else (),
     )
     endpoint = open_endpoint(options)
     server = make_server(endpoint, options.host, options.port)

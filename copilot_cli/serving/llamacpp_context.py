@@ -8,7 +8,7 @@ of it is recomputed (llama.cpp only appends to a sequence, so the recomputed tok
 ones it can compute in place): the first `first_tokens` of each snippet (where the
 deviation is largest: the tokens that stood right after the lead) and the last `last_tokens`
 of the stored region (what the code after it reads most). Defaults measured in
-benchmarks/bench_served.py (docs/kv.md).
+benchmarks/bench_served_llamacpp.py (docs/kv.md, "Chunk KV in the engines").
 
 Refused with one line at start: a model whose cached keys llama.cpp cannot move (no RoPE,
 recurrent or hybrid layers: `llama_memory_can_shift` is false). A request longer than the
