@@ -37,12 +37,7 @@ def prefill_kv_command(
     ] = None,
     top: Annotated[int | None, option("--top", help="Only the N first chunks.")] = None,
     snippet_format: Annotated[
-        str,
-        option(
-            "--snippet-format",
-            help="auto, xml or file-sep (as context --format); auto: as the bundle's "
-            "templates write snippets, else by the tokenizer.",
-        ),
+        str, option("--snippet-format", help="auto (as the templates write it), xml, file-sep.")
     ] = "auto",
     model: ModelOpt = "",
     engine: Annotated[
