@@ -1,33 +1,24 @@
-"""Repository chunking: entity-aligned, token-exact, lossless, deduplicated, ranked."""
+"""Repository chunking: entity-aligned, token-exact, lossless, deduplicated, ranked.
 
-from copilot_cli.chunking.chunker import chunk_repository, walk_all
-from copilot_cli.chunking.format import inspect_chunks, read_chunks, read_pair, read_registry
-from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
-from copilot_cli.chunking.records import (
-    Chunk,
-    ChunksFile,
-    ChunksHeader,
-    Entity,
-    Location,
-    Registry,
-    RegistryEntry,
-)
+Names are imported on first use (core/lazy.py): importing `chunking.options` or
+`chunking.records` does not load the tokenizer stack."""
 
-__all__ = [
-    "Chunk",
-    "ChunkOptions",
-    "ChunkResult",
-    "ChunkSummary",
-    "ChunksFile",
-    "ChunksHeader",
-    "Entity",
-    "Location",
-    "Registry",
-    "RegistryEntry",
-    "chunk_repository",
-    "inspect_chunks",
-    "read_chunks",
-    "read_pair",
-    "read_registry",
-    "walk_all",
-]
+from copilot_cli.core.lazy import exports
+
+_WHERE = {
+    "chunk_repository": "copilot_cli.chunking.chunker",
+    "walk_all": "copilot_cli.chunking.walk",
+    "inspect_chunks": "copilot_cli.chunking.format",
+    "read_chunks": "copilot_cli.chunking.format",
+    "read_pair": "copilot_cli.chunking.format",
+    "read_registry": "copilot_cli.chunking.format",
+    "ChunkOptions": "copilot_cli.chunking.options",
+    "ChunkResult": "copilot_cli.chunking.options",
+    "ChunkSummary": "copilot_cli.chunking.options",
+    **dict.fromkeys(
+        ("Chunk", "ChunksFile", "ChunksHeader", "Entity", "Location", "Registry", "RegistryEntry"),
+        "copilot_cli.chunking.records",
+    ),
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)

@@ -25,7 +25,7 @@ from copilot_cli.chunking.format import (
 )
 from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 from copilot_cli.chunking.registry import build_registry
-from copilot_cli.chunking.walk import WalkResult, read_regular, walk
+from copilot_cli.chunking.walk import read_regular, walk_all
 from copilot_cli.chunking.work import batches, cache_bytes, cache_entry, chunk_batch, init_worker
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
@@ -115,28 +115,6 @@ def _chunk_claimed(options: ChunkOptions, tokenizer: Any | None, started: float)
     counts = (len(written), len(chunks), folded, near, len(repeats))
     summary = _summary(run, walked, chunks, counts, time.perf_counter() - started)
     return ChunkResult(out=options.out, summary=summary, warnings=warnings)
-
-
-def walk_all(options: ChunkOptions) -> WalkResult:
-    """Every repository walked; with several, paths are prefixed by the repository's name."""
-    merged = WalkResult()
-    several = len(options.repos) > 1
-    for repo in options.repos:
-        walked = walk(
-            repo,
-            use_gitignore=options.use_gitignore,
-            include=options.include,
-            exclude=options.exclude,
-            size_limit=options.size_limit,
-            follow_symlinks=options.follow_symlinks,
-        )
-        prefix = f"{repo.name}/" if several else ""
-        merged.files += [(real, prefix + rel) for real, rel in walked.files]
-        for reason, count in walked.skipped.items():
-            merged.skipped[reason] += count
-        for reason, paths in walked.skipped_paths.items():
-            merged.skipped_paths.setdefault(reason, []).extend(prefix + p for p in paths)
-    return merged
 
 
 def _summary(

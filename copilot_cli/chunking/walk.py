@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
@@ -415,3 +416,25 @@ def read_regular(path: Path | str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def walk_all(options: Any) -> WalkResult:
+    """Every repository walked; with several, paths are prefixed by the repository's name."""
+    merged = WalkResult()
+    several = len(options.repos) > 1
+    for repo in options.repos:
+        walked = walk(
+            repo,
+            use_gitignore=options.use_gitignore,
+            include=options.include,
+            exclude=options.exclude,
+            size_limit=options.size_limit,
+            follow_symlinks=options.follow_symlinks,
+        )
+        prefix = f"{repo.name}/" if several else ""
+        merged.files += [(real, prefix + rel) for real, rel in walked.files]
+        for reason, count in walked.skipped.items():
+            merged.skipped[reason] += count
+        for reason, paths in walked.skipped_paths.items():
+            merged.skipped_paths.setdefault(reason, []).extend(prefix + p for p in paths)
+    return merged

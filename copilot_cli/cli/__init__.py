@@ -74,5 +74,17 @@ app.command("warm-plan")(warm_plan_command)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="copilot-opt")
+    """Console-script entry point. Ctrl-C at any moment (even as the process winds down after
+    the command's output) is exit 130 with one line, never Python's own SIGINT death."""
+    import signal
+
+    from copilot_cli.cli.common import fail
+
+    try:
+        app(prog_name="copilot-opt")
+    except KeyboardInterrupt:
+        raise SystemExit(fail("interrupted", 130).exit_code) from None
+    finally:
+        # the work is done and said: a Ctrl-C while the interpreter tears down (Python has
+        # restored the default action by then) would kill it with -SIGINT instead of its code
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -43,6 +43,8 @@ def build_command(
             seconds = f"{step.seconds:.2f}" if step.seconds else ""
             table.add_row(cell(step.name), step.action, cell(step.reason), seconds)
         console.print(table)
+        if all(s.action in ("skip", "skipped") for s in result.steps):
+            note("nothing to do: every step's inputs and outputs are unchanged")
         if result.verdict:
             note(f"regress verdict: {result.verdict}; manifest: {result.manifest}")
     result.raise_for_failures()

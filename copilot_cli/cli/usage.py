@@ -77,6 +77,6 @@ class OneLineErrors(TyperGroup):
             sys.exit(exc.exit_code)  # no command given: a usage error (2), help on stdout
         except usage.ClickException as exc:
             raise SystemExit(fail(usage_line(exc), 2).exit_code) from None
-        except typer.Abort:
+        except (typer.Abort, KeyboardInterrupt):  # also Ctrl-C after the command's work
             raise SystemExit(fail("interrupted", 130).exit_code) from None
         sys.exit(code if isinstance(code, int) else 0)

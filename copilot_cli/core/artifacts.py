@@ -14,12 +14,12 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
-
-import torch
+from typing import IO, TYPE_CHECKING, Any
 
 from copilot_cli.core.errors import ArtifactError
-from copilot_cli.core.safetensors_io import write_safetensors
+
+if TYPE_CHECKING:  # torch only where tensors are written: a no-op build never imports it
+    import torch
 
 _CHUNK = 1 << 20
 # How fingerprints are computed (core/fingerprints.py); every artifact that records one also
@@ -171,7 +171,7 @@ def save_safetensors(
     """Atomically and deterministically write a safetensors file with encoded metadata, sealed
     by a digest over its canonical header and every tensor byte (read it with
     `safetensors_io.read_verified` / `read_tensors`)."""
-    from copilot_cli.core.safetensors_io import sealed_metadata
+    from copilot_cli.core.safetensors_io import sealed_metadata, write_safetensors
 
     with atomic_write(path) as handle:
         write_safetensors(handle, tensors, sealed_metadata(tensors, encode_metadata(metadata)))

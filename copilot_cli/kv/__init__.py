@@ -1,86 +1,56 @@
-"""KV caches of static prefixes: computed once (shared in a radix tree), shipped, loaded."""
+"""KV caches of static prefixes: computed once (shared in a radix tree), shipped, loaded.
 
-from copilot_cli.kv.assemble import Assembled, StoredPiece, assemble_cache, load_piece
-from copilot_cli.kv.builder import PrefillResult, prefill_kv, prefill_sources
-from copilot_cli.kv.chunkkv import (
-    OPENING_SUFFIX,
-    bundle_snippet_format,
-    chunk_name,
-    chunk_sources,
-    context_openings,
-)
-from copilot_cli.kv.format import KVIndex, ModelGeometry, block_hashes, read_segment
-from copilot_cli.kv.geometry import model_geometry
-from copilot_cli.kv.inspect import inspect_kv_folder, inspect_kv_segment
-from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, load_prefix
-from copilot_cli.kv.options import PrefillOptions, PrefixSource
-from copilot_cli.kv.radix import PrefixMatch, RadixTree
-from copilot_cli.kv.rope import rerotate, rotary_of, rotary_of_config
-from copilot_cli.kv.serving import (
-    StoredSnippet,
-    assemble_request,
-    context_pieces,
-    generate_with_prefix,
-)
-from copilot_cli.kv.slots import FORMAT as SLOTS_FORMAT
-from copilot_cli.kv.slots import INDEX as SLOTS_INDEX
-from copilot_cli.kv.slots import SLOTS as SLOTS_DIR
-from copilot_cli.kv.slots import (
-    SlotIndex,
-    SlotPrefix,
-    inspect_slot_folder,
-    verified_slot,
-)
-from copilot_cli.kv.slots import check_model as check_slot_model
-from copilot_cli.kv.slots import read_index as read_slot_index
-from copilot_cli.kv.store import DEFAULT_MAX_BYTES, SegmentStore
-from copilot_cli.kv.verify import verify_prefixes
+Names are imported on first use (core/lazy.py)."""
 
-__all__ = [
-    "DEFAULT_MAX_BYTES",
-    "OPENING_SUFFIX",
-    "SLOTS_DIR",
-    "SLOTS_FORMAT",
-    "SLOTS_INDEX",
-    "Assembled",
-    "KVCacheDir",
-    "KVIndex",
-    "ModelGeometry",
-    "PrefillOptions",
-    "PrefillResult",
-    "PrefixMatch",
-    "PrefixSource",
-    "PrefixStore",
-    "RadixTree",
-    "SegmentStore",
-    "SlotIndex",
-    "SlotPrefix",
-    "StoredPiece",
-    "StoredSnippet",
-    "assemble_cache",
-    "assemble_request",
-    "block_hashes",
-    "build_cache",
-    "bundle_snippet_format",
-    "check_slot_model",
-    "chunk_name",
-    "chunk_sources",
-    "context_openings",
-    "context_pieces",
-    "generate_with_prefix",
-    "inspect_kv_folder",
-    "inspect_kv_segment",
-    "inspect_slot_folder",
-    "load_piece",
-    "load_prefix",
-    "model_geometry",
-    "prefill_kv",
-    "prefill_sources",
-    "read_segment",
-    "read_slot_index",
-    "rerotate",
-    "rotary_of",
-    "rotary_of_config",
-    "verified_slot",
-    "verify_prefixes",
-]
+from copilot_cli.core.lazy import exports
+
+_WHERE = {
+    "Assembled": "copilot_cli.kv.assemble",
+    "DEFAULT_MAX_BYTES": "copilot_cli.kv.store",
+    "KVCacheDir": "copilot_cli.kv.loader",
+    "KVIndex": "copilot_cli.kv.format",
+    "ModelGeometry": "copilot_cli.kv.format",
+    "OPENING_SUFFIX": "copilot_cli.kv.chunkkv",
+    "PrefillOptions": "copilot_cli.kv.options",
+    "PrefillResult": "copilot_cli.kv.builder",
+    "PrefixMatch": "copilot_cli.kv.radix",
+    "PrefixSource": "copilot_cli.kv.options",
+    "PrefixStore": "copilot_cli.kv.loader",
+    "RadixTree": "copilot_cli.kv.radix",
+    "SLOTS_DIR": "copilot_cli.kv.slots:SLOTS",
+    "SLOTS_FORMAT": "copilot_cli.kv.slots:FORMAT",
+    "SLOTS_INDEX": "copilot_cli.kv.slots:INDEX",
+    "SegmentStore": "copilot_cli.kv.store",
+    "SlotIndex": "copilot_cli.kv.slots",
+    "SlotPrefix": "copilot_cli.kv.slots",
+    "StoredPiece": "copilot_cli.kv.assemble",
+    "StoredSnippet": "copilot_cli.kv.serving",
+    "assemble_cache": "copilot_cli.kv.assemble",
+    "assemble_request": "copilot_cli.kv.serving",
+    "block_hashes": "copilot_cli.kv.format",
+    "build_cache": "copilot_cli.kv.loader",
+    "bundle_snippet_format": "copilot_cli.kv.chunkkv",
+    "check_slot_model": "copilot_cli.kv.slots:check_model",
+    "chunk_name": "copilot_cli.kv.chunkkv",
+    "chunk_sources": "copilot_cli.kv.chunkkv",
+    "context_openings": "copilot_cli.kv.chunkkv",
+    "context_pieces": "copilot_cli.kv.serving",
+    "generate_with_prefix": "copilot_cli.kv.serving",
+    "inspect_kv_folder": "copilot_cli.kv.inspect",
+    "inspect_kv_segment": "copilot_cli.kv.inspect",
+    "inspect_slot_folder": "copilot_cli.kv.slots",
+    "load_piece": "copilot_cli.kv.assemble",
+    "load_prefix": "copilot_cli.kv.loader",
+    "model_geometry": "copilot_cli.kv.geometry",
+    "prefill_kv": "copilot_cli.kv.builder",
+    "prefill_sources": "copilot_cli.kv.builder",
+    "read_segment": "copilot_cli.kv.format",
+    "read_slot_index": "copilot_cli.kv.slots:read_index",
+    "rerotate": "copilot_cli.kv.rope",
+    "rotary_of": "copilot_cli.kv.rope",
+    "rotary_of_config": "copilot_cli.kv.rope",
+    "verified_slot": "copilot_cli.kv.slots",
+    "verify_prefixes": "copilot_cli.kv.verify",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)

@@ -1,14 +1,16 @@
-"""The pipeline: one config, every capability as a content-hashed step, incremental."""
+"""The pipeline: one config, every capability as a content-hashed step, incremental.
 
-from copilot_cli.pipeline.builder import BuildOptions, BuildResult, run_build
-from copilot_cli.pipeline.config import BuildConfig, load_build_config
-from copilot_cli.pipeline.inspect import inspect_artifact
+Names are imported on first use (core/lazy.py)."""
 
-__all__ = [
-    "BuildConfig",
-    "BuildOptions",
-    "BuildResult",
-    "inspect_artifact",
-    "load_build_config",
-    "run_build",
-]
+from copilot_cli.core.lazy import exports
+
+_WHERE = {
+    "BuildConfig": "copilot_cli.pipeline.config",
+    "BuildOptions": "copilot_cli.pipeline.builder",
+    "BuildResult": "copilot_cli.pipeline.builder",
+    "inspect_artifact": "copilot_cli.pipeline.inspect",
+    "load_build_config": "copilot_cli.pipeline.config",
+    "run_build": "copilot_cli.pipeline.builder",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)

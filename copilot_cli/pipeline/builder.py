@@ -126,7 +126,7 @@ def run_build(options: BuildOptions) -> BuildResult:
         CheckFailed: a step's check failed (prefill-kv verify): exit 1.
     """
     config = load_build_config(options.config, options.out)
-    ctx = Context(config, options.out)
+    ctx = Context(config, options.out, Manifest(options.out).data.get("models"))
     steps = make_steps(config)
     if options.dry_run:
         return _plan(options, steps, ctx)
@@ -148,6 +148,7 @@ def run_build(options: BuildOptions) -> BuildResult:
                     verdicts.append(verdict)
         verdict = None if not verdicts else ("fail" if "fail" in verdicts else "pass")
         manifest.data["verdict"] = verdict
+        manifest.data["models"] = ctx.models or manifest.data.get("models", {})
         manifest.data["inputs_hash"] = digest(
             {n: s.get("inputs_hash") for n, s in sorted(manifest.data["steps"].items())}
         )

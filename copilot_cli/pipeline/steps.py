@@ -28,30 +28,45 @@ class StepOutcome:
 class Context:
     """Lazily loaded model and tokenizer: a build whose steps are all skipped loads neither."""
 
-    def __init__(self, config: BuildConfig, out: Path) -> None:
+    def __init__(
+        self, config: BuildConfig, out: Path, known_models: dict[str, str] | None = None
+    ) -> None:
         self.config = config
         self.out = out
         self._loaded: Any = None
         self._tokenizer: Any = None
         self._model_files: str | None = None
+        # the identity last computed for the model folder's exact files (build-manifest.json
+        # `models`): an unchanged folder is not loaded again to fingerprint it
+        known = known_models if isinstance(known_models, dict) else {}
+        self.known_models = {k: v for k, v in known.items() if isinstance(v, str)}
+        self.models: dict[str, str] = {}
 
     def model_identity(self) -> str:
         """The model's and tokenizer's fingerprints (what they compute: re-saving or re-sharding
-        the model rebuilds nothing), computed once per build; every step reads it."""
+        the model rebuilds nothing), computed once per build; every step reads it. Reused
+        without importing transformers when every file of the folder (by sha256), the
+        fingerprint scheme and the transformers version are those it was computed from."""
         if self._model_files is None:
-            from copilot_cli.core.fingerprints import (
-                model_fingerprint_from_folder,
-                tokenizer_fingerprint,
-            )
-
             folder = Path(self.config.model.name_or_path)
             if folder.is_dir():
-                self._model_files = digest(
-                    [model_fingerprint_from_folder(folder), tokenizer_fingerprint(self.tokenizer())]
-                )
+                files = _folder_key(folder)
+                identity = self.known_models.get(files) or self._fingerprint(folder)
+                self.models = {files: identity}
+                self._model_files = identity
             else:
                 self._model_files = digest(str(folder))
         return self._model_files
+
+    def _fingerprint(self, folder: Path) -> str:
+        from copilot_cli.core.fingerprints import (
+            model_fingerprint_from_folder,
+            tokenizer_fingerprint,
+        )
+
+        return digest(
+            [model_fingerprint_from_folder(folder), tokenizer_fingerprint(self.tokenizer())]
+        )
 
     def loaded(self) -> Any:
         if self._loaded is None:
@@ -77,6 +92,18 @@ class Context:
             k: v for k, v in to_jsonable(options).items() if k not in ("model", "ray", "jobs")
         }
         return {"tool": __version__, "model": self.model_identity(), "options": digest(settings)}
+
+
+def _folder_key(folder: Path) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
+
+    try:
+        transformers = version("transformers")
+    except PackageNotFoundError:
+        transformers = None
+    return digest([FINGERPRINT_SCHEME, transformers, tree_hashes(folder)])
 
 
 class Step(abc.ABC):

@@ -26,12 +26,13 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.options import OptionError
+
+if TYPE_CHECKING:  # parsing a variant (build's config check) never needs torch
+    import torch
 
 KINDS = ("quant", "kv", "kv-dtype", "prune")
 ENGINE_KINDS = {
@@ -146,6 +147,8 @@ def degrade_cache(cache: Any, dtype: str) -> None:
 
 
 def _roundtrip(tensor: torch.Tensor, dtype: str) -> torch.Tensor:
+    import torch
+
     if dtype in ("float16", "bfloat16"):
         return tensor.to(getattr(torch, dtype)).to(tensor.dtype)
     scale = tensor.abs().amax(dim=-1, keepdim=True) / 127.0  # one scale per token and head

@@ -293,3 +293,46 @@ def test_a_template_named_like_a_path_stops_the_build_before_anything_is_written
     assert result.exit_code == 2 and "is not a template name" in result.stderr
     assert "bug_fix.j2" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert (victim / "notes.txt").read_text() == "mine" and not (out / "context").exists()
+
+
+def test_an_unchanged_rebuild_imports_no_torch_and_a_changed_weight_is_noticed(tmp_path):
+    """The no-op rebuild decides from file digests and the recorded settings alone: a fresh
+    process imports neither torch nor transformers and says there is nothing to do. The model's
+    identity is reused only for the folder's exact files: a changed weight reruns every step,
+    a re-saved file that computes the same (generation_config.json) reruns none."""
+    from copilot_cli.core.modelspec import SHIPPED_MODEL
+
+    model = tmp_path / "model"
+    shutil.copytree(SHIPPED_MODEL, model)
+    config = _project(tmp_path, model=str(model))
+    run_build(BuildOptions(config, tmp_path / "build"))
+    code = (
+        "import sys\n"
+        "from copilot_cli.cli import app\n"
+        f"sys.argv = ['copilot-opt', 'build', '-c', {str(config)!r}, '-o', "
+        f"{str(tmp_path / 'build')!r}]\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("[]"), done.stdout
+    assert "nothing to do" in done.stderr
+
+    generation = model / "generation_config.json"
+    generation.write_text(generation.read_text() + "\n")
+    plan = run_build(BuildOptions(config, tmp_path / "build", dry_run=True))
+    assert {s.action for s in plan.steps} == {"skip"}
+
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = weights[name].clone()
+    weights[name].view(-1)[0] += 1.0
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+    plan = run_build(BuildOptions(config, tmp_path / "build", dry_run=True))
+    assert {s.action for s in plan.steps} == {"run"}
+    assert "inputs changed: model" in _steps(plan)["compile-templates"].reason
