@@ -63,6 +63,7 @@ class Plan:
     kv: dict[str, str] | None = None
     unknown_items: int = 0
     held_bytes: int | None = None  # L0 + L1 as a store holds them (shared segments once)
+    tier_bytes: dict[str, int] | None = None  # per tier, a segment its items share once
 
     def check_fits(self, index: Any, where: str) -> None:
         """Refuse (ArtifactError) a plan made for another KV folder's model or tokenizer
@@ -97,6 +98,13 @@ class Plan:
             return self.held_bytes
         return sum(i.bytes for i in self.items if i.tier in ("L0", "L1"))
 
+    def bytes_of_tiers(self) -> dict[str, int]:
+        """Bytes each tier holds, a segment shared by its items counted once (a plan without
+        the record: the items' own sizes summed)."""
+        if self.tier_bytes is not None:
+            return dict(self.tier_bytes)
+        return {t: sum(i.bytes for i in self.items if i.tier == t) for t in TIERS}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
@@ -112,6 +120,7 @@ class Plan:
             "resident_bytes": self.resident_bytes,
             "unknown_items": self.unknown_items,
             "tiers": {t: sum(1 for i in self.items if i.tier == t) for t in TIERS},
+            "tier_bytes": self.bytes_of_tiers(),
             "items": [i.to_dict() for i in self.items],
             "l2_bloom": self.bloom.to_dict() if self.bloom else None,
         }
@@ -164,7 +173,7 @@ def make_plan(options: WarmPlanOptions) -> Plan:
     predictor = PREDICTORS[best](options.window)
     predictor.fit(requests)
     scores = predictor.scores(requests, requests[-1].t)
-    items, held = _tiers(scores, sizes, options)
+    items, held, tier_bytes = _tiers(scores, sizes, options)
     l2 = [f"{i.kind}:{i.id}" for i in items if i.tier == "L2"]
     return Plan(
         items=items,
@@ -177,12 +186,13 @@ def make_plan(options: WarmPlanOptions) -> Plan:
         kv=kv,
         unknown_items=len(used - sizes.keys()),
         held_bytes=held,
+        tier_bytes=tier_bytes,
     )
 
 
 def _tiers(
     scores: dict[Item, float], sizes: Sizes, options: WarmPlanOptions
-) -> tuple[list[PlanItem], int]:
+) -> tuple[list[PlanItem], int, dict[str, int]]:
     """Items in tiers (L0/L1 while the budget holds, a segment shared with an item already
     in counting nothing again), and the bytes L0 + L1 hold together. L0 pins at most
     `l0_share` of the budget: pinning all of it leaves a store no room to follow the requests
@@ -206,7 +216,23 @@ def _tiers(
             held_l0.update(name for name, _ in new_l0)
         items.append(PlanItem(item[1], item[0], tier, sizes[item], p))
     rank = {"L0": 0, "L1": 1, "L2": 2}
-    return sorted(items, key=lambda i: (rank[i.tier], -i.probability, i.kind, i.id)), used
+    ordered_items = sorted(items, key=lambda i: (rank[i.tier], -i.probability, i.kind, i.id))
+    return ordered_items, used, _tier_bytes(ordered_items, sizes)
+
+
+def _tier_bytes(items: list[PlanItem], sizes: Sizes) -> dict[str, int]:
+    """Distinct bytes per tier: a segment two items of a tier share is counted once."""
+    out = {}
+    for tier in TIERS:
+        seen: set[str] = set()
+        total = 0
+        for i in (i for i in items if i.tier == tier):
+            item = (i.kind, i.id)
+            parts = sizes.new_parts(item, seen) if isinstance(sizes, Sizes) else [("", i.bytes)]
+            total += sum(size for _, size in parts)
+            seen.update(name for name, _ in parts)
+        out[tier] = total
+    return out
 
 
 def write_plan(plan: Plan, path: Path) -> None:
@@ -236,9 +262,20 @@ def read_plan(path: Path | str) -> Plan:
             kv=data["kv"],
             unknown_items=int(data["unknown_items"]),
             held_bytes=int(data["resident_bytes"]),
+            tier_bytes=_read_tier_bytes(data.get("tier_bytes")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"malformed plan ({exc})", where=str(path)) from None
+
+
+def _read_tier_bytes(value: Any) -> dict[str, int] | None:
+    if value is None:  # a plan written before the record
+        return None
+    if not (isinstance(value, dict) and set(value) == set(TIERS)) or not all(
+        is_count(v) for v in value.values()
+    ):
+        raise ValueError("'tier_bytes' must give a count for each of L0, L1, L2")
+    return {t: int(value[t]) for t in TIERS}
 
 
 def _check_shape(data: dict[str, Any], items: list[PlanItem]) -> None:

@@ -136,6 +136,16 @@ def test_warm_plan_keeps_the_budget_and_is_reproducible(
     held = sum(index["segments"][s]["bytes"] for s in segments)
     held += sum(i.bytes for i in resident if i.kind == "chunk")
     assert 0 < held <= 900_000 < sum(i.bytes for i in resident)  # shared: more fits
+    for tier in ("L0", "L1", "L2"):  # the tier table counts a shared segment once too
+        members = [i for i in plan.items if i.tier == tier]
+        distinct = {
+            s for i in members if i.kind == "prefix" for s in index["prefixes"][i.id]["segments"]
+        }
+        expected = sum(index["segments"][s]["bytes"] for s in distinct)
+        expected += sum(i.bytes for i in members if i.kind == "chunk")
+        assert plan.tier_bytes[tier] == expected, tier
+        assert f"{expected:,}" in first.output
+    assert held <= plan.tier_bytes["L0"] + plan.tier_bytes["L1"] < sum(i.bytes for i in resident)
     assert {i.kind for i in plan.items} == {"prefix", "chunk"}
     for item in plan.items:
         assert item.tier in ("L0", "L1", "L2") and 0 <= item.probability <= 1 and item.bytes > 0

@@ -26,15 +26,16 @@ def show(plan: Any, out: Any) -> None:
         )
     stdout_console.print(table)
     tiers = Table(title="tiers", title_justify="left")
-    for column in ("tier", "prefixes", "chunks", "bytes"):
+    for column in ("tier", "prefixes", "chunks", "bytes (shared segments once)"):
         tiers.add_column(column)
+    held = plan.bytes_of_tiers()
     for tier in ("L0", "L1", "L2"):
         items = [i for i in plan.items if i.tier == tier]
         tiers.add_row(
             tier,
             str(sum(i.kind == "prefix" for i in items)),
             str(sum(i.kind == "chunk" for i in items)),
-            f"{sum(i.bytes for i in items):,}",
+            f"{held[tier]:,}",
         )
     stdout_console.print(tiers)
     fp = f"; L2 behind a Bloom filter (false positives {plan.fp_rate:.0%})" if plan.bloom else ""
