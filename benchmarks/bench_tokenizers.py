@@ -100,7 +100,6 @@ def one_tokenizer(name: str, root: Path, tmp: Path) -> None:
         f"over budget by recount {over}, recorded count wrong {wrong}; medians of {ROUNDS} "
         "interleaved rounds, each run of ours with an empty piece cache"
     )
-    sentencepiece = counter.family is None
     emit(
         f"chunk with the {name} tokenizer, --jobs 1 vs one serial tokenizer pass (the limit)",
         megabytes / t_ours,
@@ -109,13 +108,7 @@ def one_tokenizer(name: str, root: Path, tmp: Path) -> None:
         higher_is_better=True,
         goal="ratio >= 0.6; 0 over budget",
         passed=t_limit / t_ours >= 0.6 and over == 0 and wrong == 0,
-        note=facts
-        + (
-            "; not met: a SentencePiece tokenizer has no pre-tokenizer pieces to cache or "
-            "derive counts from, so every chunk is recounted (docs/chunk.md)"
-            if sentencepiece and t_limit / t_ours < 0.6
-            else ""
-        ),
+        note=facts,
     )
     if rounds["semchunk"]:
         t_semchunk = statistics.median(rounds["semchunk"])

@@ -25,11 +25,20 @@ llama3    Split(Llama-3 regex: \\p{N}{1,3}), ByteLevel       Llama 3            
 deepseek  Splits [\\r\\n], \\s?\\p{L}+, \\s?\\p{P}+, CJK,    DeepSeek-Coder       class changes
           \\p{N}, ByteLevel without regex (llama.cpp's)                         among L D P S
                                                                                  + digit|digit
+sentencepiece  none; Prepend + Replace normalizers,      CodeLlama, Llama 2   x|space
+          byte fallback (see below)
 
 (L letter, D digit, O any other visible character, P punctuation, S symbol; "a|b": a
-boundary between a character of class a and one of class b.) SentencePiece tokenizers
-(Metaspace, or Prepend + Replace normalizers, no pre-tokenizer: CodeLlama) have no pieces at
-all: BPE runs over the whole text, so they recount.
+boundary between a character of class a and one of class b.)
+
+SentencePiece BPE (CodeLlama, Llama 2: normalizers Prepend "▁" + Replace " " -> "▁", no
+pre-tokenizer, byte fallback) runs BPE over the whole text, but where no vocabulary entry holds
+"▁" after another character (checked on the vocabulary itself: SentencePiece's
+split_by_whitespace), no merge can join a character to a following "▁": the text falls into
+pieces, each a run of spaces then a run of non-spaces, encoded on their own. Pieces hold any
+character (the split looks at U+0020 alone), so the whole text is cached, not only plain ASCII;
+the anchors are a non-space followed by a space; the only thing not additive is the "▁"
+prepended to a whole text, which a continuation (the tail of a derived chunk) does not get.
 """
 
 from __future__ import annotations
@@ -73,6 +82,10 @@ class Family:
     pieces: re.Pattern[str]  # the pieces of plain text, in order
     line_breaks: re.Pattern[str]  # line feeds that start a piece in any text
     anchors: Callable[[Any, Any, Any], Any]  # (left classes, right classes, bytes) -> bool
+    # SentencePiece: the text's pieces are those of " " + text (the prepended "▁"), anchors
+    # are taken from the bytes alone (`raw_anchors`), and pieces are encoded with "▁" for " "
+    prepend: bool = False
+    raw_anchors: Callable[[Any], Any] | None = None
 
 
 def _gpt2_anchors(left: Any, right: Any, raw: Any) -> Any:
@@ -146,6 +159,51 @@ DEEPSEEK = Family(
 )
 
 
+def _space_anchors(raw: Any) -> Any:
+    """A space after a character that is neither a space nor "▁" (which the text may spell
+    itself, E2 96 81): no piece holds "x▁"."""
+    import numpy as np
+
+    after_meta = np.zeros(len(raw) - 1 if len(raw) else 0, dtype=bool)
+    if len(raw) >= 4:  # raw[p-3:p] is "▁" for the pair (p-1, p)
+        after_meta[2:] = (raw[:-3] == 0xE2) & (raw[1:-2] == 0x96) & (raw[2:-1] == 0x81)
+    return (raw[:-1] != 0x20) & (raw[1:] == 0x20) & ~after_meta
+
+
+SENTENCEPIECE = Family(
+    "sentencepiece",
+    # found in " " + text: a run of spaces (a "▁" the text spells is one too), then the rest
+    re.compile("[ \u2581]*[^ \u2581]+|[ \u2581]+"),
+    re.compile(r"(?!)"),  # every text is cached: no line needs the tokenizer
+    lambda left, right, raw: left != left,
+    prepend=True,
+    raw_anchors=_space_anchors,
+)
+_SP_NORMALIZER = {
+    "type": "Sequence",
+    "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+    ],
+}
+
+
+def _sentencepiece(spec: dict[str, Any]) -> Family | None:
+    """SENTENCEPIECE when the tokenizer is SentencePiece BPE whose vocabulary never holds "▁"
+    after another character (so whole-text BPE splits at every "x▁"), else None."""
+    model = spec.get("model") or {}
+    if spec.get("pre_tokenizer") is not None or spec.get("normalizer") != _SP_NORMALIZER:
+        return None
+    if model.get("ignore_merges") or model.get("continuing_subword_prefix"):
+        return None  # ignore_merges looks a whole "word" (the whole text) up first
+    if model.get("end_of_word_suffix"):
+        return None
+    vocab = model.get("vocab") or {}
+    if not vocab or any("\u2581" in token.lstrip("\u2581") or " " in token for token in vocab):
+        return None
+    return SENTENCEPIECE
+
+
 def byte_classes() -> Any:
     """Class of every byte: ASCII letters, digits, punctuation, symbols, whitespace; other
     bytes (non-ASCII, control) are UNKNOWN and never anchor."""
@@ -171,6 +229,8 @@ def family_of(spec: dict[str, Any]) -> Family | None:
     normalizer = spec.get("normalizer")
     if model.get("type") != "BPE" or model.get("dropout") is not None:
         return None
+    if model.get("byte_fallback") and normalizer and normalizer.get("type") == "Sequence":
+        return _sentencepiece(spec)
     if model.get("byte_fallback") or normalizer not in (None, {"type": "NFC"}):
         return None  # NFC leaves plain text as it is; anything else may not
     pre = spec.get("pre_tokenizer") or {}

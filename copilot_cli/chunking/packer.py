@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,16 +57,25 @@ class RawChunk:
 # tests/chunking/test_exact_counts.py and test_families.py check the rules on random text.
 
 
-def _byte_lengths(backend: Any) -> Any:
-    """Bytes per token id of a byte-level BPE vocabulary (one byte per symbol); -1 for ids
-    that are not plain vocabulary entries (added tokens: such files use offsets)."""
+def _byte_lengths(backend: Any, family: Family) -> Any:
+    """Bytes per token id of a byte-level BPE vocabulary (one byte per symbol; SentencePiece:
+    "▁" one space, <0xNN> one byte, other characters their UTF-8 bytes); -1 for ids that are
+    not plain vocabulary entries (added tokens: such files use offsets)."""
     import numpy as np
 
     vocab = backend.get_vocab(with_added_tokens=False)
     table = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
     for token, index in vocab.items():
-        table[index] = len(token)
+        if not family.prepend:
+            table[index] = len(token)
+        elif _BYTE_TOKEN.fullmatch(token):
+            table[index] = 1
+        else:
+            table[index] = len(token.replace("\u2581", " ").encode("utf-8"))
     return table
+
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 
 
 def splitting_rule(backend: Any) -> tuple[Family | None, tuple[str, ...]]:
@@ -94,11 +104,14 @@ class TokenCounter:
             family, added = splitting_rule(self.backend)
             known = (family, added, None, None)
             if family is not None:  # byte lengths and a piece cache, shared by its counters
+                cache = PieceCache(self.backend, added, family)
+                if family.prepend and cache.model is None:  # its BPE model disagrees: recount
+                    family, cache = None, None
                 known = (
                     family,
                     added,
-                    _byte_lengths(self.backend),
-                    PieceCache(self.backend, added, family),
+                    None if family is None else _byte_lengths(self.backend, family),
+                    cache,
                 )
             with contextlib.suppress(AttributeError):
                 tokenizer._copilot_chunk_rule = known
@@ -110,9 +123,11 @@ class TokenCounter:
             return self.pieces.count(text)
         return count_tokens(self.tokenizer, text)
 
-    def count_many(self, texts: list[str]) -> list[int]:
+    def count_many(self, texts: list[str], continued: list[bool] | None = None) -> list[int]:
+        """Counts of `texts`; `continued[i]`: text i goes on from earlier text (a derived
+        chunk's tail), which only SentencePiece's prepended "▁" tells apart."""
         if self.pieces is not None:
-            return list(map(self.pieces.count, texts))
+            return list(map(self.pieces.count, texts, continued or [False] * len(texts)))
         if self.backend is not None:
             encode = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)
             return [len(e) for e in encode(texts, add_special_tokens=False)]
@@ -134,7 +149,9 @@ class TokenCounter:
         if ids.size and (ids.max() >= len(self._byte_lengths)):
             return None
         lengths = self._byte_lengths[ids]
-        if int(lengths.sum()) != size or (lengths <= 0).any():
+        if self.family is not None and self.family.prepend and ids.size:
+            lengths[0] -= 1  # the "▁" prepended to the whole text stands for no byte
+        if int(lengths.sum()) != size or (lengths[1:] <= 0).any() or (lengths[:1] < 0).any():
             return None
         return np.cumsum(lengths) - lengths
 
@@ -230,6 +247,8 @@ def _anchors(raw: Any, family: Family) -> Any:
     global _CLASSES
     if _CLASSES is None:
         _CLASSES = byte_classes()
+    if family.raw_anchors is not None:
+        return np.flatnonzero(family.raw_anchors(raw)) + 1
     classes = _CLASSES[raw]
     left, right = classes[:-1], classes[1:]
     solid = (left != WS) & (left != UNKNOWN) & (right != WS) & (right != UNKNOWN)
@@ -363,19 +382,21 @@ class Packer:
         import numpy as np
 
         texts: list[str] = []
+        continued: list[bool] = []  # the tail of a derived chunk goes on from its middle
         plans: list[tuple[int, int, int]] = []  # (middle tokens, edge texts, first edge index)
         for header, start, end in spans:
             anchors = self.file.derivable(start, end)
             if anchors is None:
                 plans.append((0, 1, len(texts)))
                 texts.append(header + self.file.text(start, end))
+                continued.append(False)
                 continue
             a, b = anchors
             low, high = np.searchsorted(self.file.token_starts, [a, b])
             plans.append((int(high - low), 2, len(texts)))
-            texts.append(header + self.file.text(start, a))
-            texts.append(self.file.text(b, end))
-        counts = self.counter.count_many(texts)
+            texts += [header + self.file.text(start, a), self.file.text(b, end)]
+            continued += [False, True]
+        counts = self.counter.count_many(texts, continued)
         return [middle + sum(counts[i : i + n]) for middle, n, i in plans]
 
     def _exact(self, group: list[Piece]) -> RawChunk | None:

@@ -48,7 +48,7 @@ class PieceCache:
         self.ids: dict[str, tuple[int, ...]] = {}
         self.others: dict[str, tuple[int, ...]] = {}  # short lines that are not plain
         self._encode = getattr(backend, "encode_batch_fast", None)
-        self._model = _model_path(backend, family)
+        self.model = _model_path(backend, family)
 
     def clear(self) -> None:
         """Forget every piece and line learned (the next run starts cold, as a new process)."""
@@ -56,15 +56,18 @@ class PieceCache:
         self.others.clear()
 
     def applies(self, text: str) -> bool:
-        """Whether `text` is in the region where the cached path is exact (see above)."""
-        return _plain(text) and not any(token in text for token in self.added_tokens)
+        """Whether `text` is in the region where the cached path is exact (see above; for
+        SentencePiece every text without an added token)."""
+        return (self.family.prepend or _plain(text)) and not any(
+            token in text for token in self.added_tokens
+        )
 
     def encode_any(self, text: str) -> list[int]:
         """Ids of any text, as the tokenizer gives them: plain lines from the cache, the
         others from the tokenizer."""
         if any(token in text for token in self.added_tokens):
             return self._tokenizer_ids(text)
-        if _plain(text):
+        if self.family.prepend or _plain(text):
             return self.encode(text)
         ids: list[int] = []
         for plain, run in _runs(text, self.family.line_breaks):
@@ -83,25 +86,29 @@ class PieceCache:
                 self.others[run] = found
         return found
 
-    def count(self, text: str) -> int:
-        """Number of tokens of any text (no special tokens added)."""
+    def count(self, text: str, continued: bool = False) -> int:
+        """Number of tokens of any text (no special tokens added). `continued`: the text goes
+        on from earlier text (SentencePiece prepends its "▁" to a whole text only)."""
         if not self.applies(text):
             return len(self.encode_any(text))
-        pieces = self._pieces(text)
+        pieces = self._pieces(self._prepended(text, continued))
         try:
             return sum(map(len, map(self.ids.__getitem__, pieces)))
         except KeyError:
-            return len(self.encode(text))
+            return len(self.encode(text, continued))
 
-    def encode(self, text: str) -> list[int]:
+    def _prepended(self, text: str, continued: bool) -> str:
+        return " " + text if self.family.prepend and text and not continued else text
+
+    def encode(self, text: str, continued: bool = False) -> list[int]:
         """Ids of `text`, which must satisfy `applies`."""
-        pieces = self._pieces(text)
+        pieces = self._pieces(self._prepended(text, continued))
         found = list(map(self.ids.get, pieces))
         if None in found:
             self._fill(pieces)
             found = list(map(self.ids.get, pieces))
             if None in found:  # another thread dropped the cache in between
-                return list(self._tokenizer_ids(text))
+                return [i for piece in pieces for i in self._piece_ids(piece)]
         return list(chain.from_iterable(found))
 
     def _tokenizer_ids(self, text: str) -> list[int]:
@@ -120,19 +127,23 @@ class PieceCache:
         if len(self.ids) + len(missing) > _MAX_PIECES:
             self.ids.clear()
             missing = list(unique)
-        if self._model is not None:
-            tokenize = self._model.tokenize
-            for piece in missing:
-                self.ids[piece] = tuple(t.id for t in tokenize(piece.translate(_BYTE_LEVEL)))
-        else:
-            for piece in missing:
-                self.ids[piece] = tuple(self._tokenizer_ids(piece))
+        for piece in missing:
+            self.ids[piece] = self._piece_ids(piece)
+
+    def _piece_ids(self, piece: str) -> tuple[int, ...]:
+        if self.model is not None:
+            table = _METASPACE if self.family.prepend else _BYTE_LEVEL
+            return tuple(t.id for t in self.model.tokenize(piece.translate(table)))
+        if self.family.prepend:  # the tokenizer would prepend its "▁" once more
+            raise ValueError("a SentencePiece piece cache needs the BPE model")
+        return tuple(self._tokenizer_ids(piece))
 
 
 # GPT-2's byte-to-character map on plain text: printable ASCII stands for itself, space, tab,
 # line feed and carriage return for the characters 256 + their rank among the bytes that do
 # not (the map every byte-level BPE vocabulary is written in)
 _BYTE_LEVEL = str.maketrans({" ": "\u0120", "\t": "\u0109", "\n": "\u010a", "\r": "\u010d"})
+_METASPACE = str.maketrans({" ": "\u2581"})
 _PROBE = "".join(map(chr, range(32, 127))) + "\t\n\r  x \n\n\t\tif (a) {\r\n  return b'c'; }\n"
 
 
@@ -142,13 +153,16 @@ def _model_path(backend: Any, family: Family) -> Any | None:
     model = getattr(backend, "model", None)
     if model is None or not hasattr(model, "tokenize"):
         return None
+    table, probe = _BYTE_LEVEL, _PROBE
+    if family.prepend:  # what a piece of any text may hold: spaces, tabs, non-ASCII, bytes
+        table, probe = _METASPACE, _PROBE + "  é\u00a0日本 \x01 \U0001f600x  "
     try:
         direct = [
             t.id
-            for p in family.pieces.findall(_PROBE)
-            for t in model.tokenize(p.translate(_BYTE_LEVEL))
+            for p in family.pieces.findall((" " if family.prepend else "") + probe)
+            for t in model.tokenize(p.translate(table))
         ]
-        whole = backend.encode(_PROBE, add_special_tokens=False).ids
+        whole = backend.encode(probe, add_special_tokens=False).ids
     except Exception:  # any failure: pieces go through the tokenizer
         return None
     return model if direct == list(whole) else None

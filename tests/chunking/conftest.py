@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from copilot_cli.chunking import ChunkOptions, chunk_repository
@@ -61,6 +61,42 @@ def _qwen_style(tokenizer) -> PreTrainedTokenizerFast:
         ],
     }
     return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)))
+
+
+def _sentencepiece(split_by_whitespace: bool = True) -> PreTrainedTokenizerFast:
+    """A SentencePiece-style BPE as CodeLlama's tokenizer.json has it (Prepend "▁" + Replace
+    " " -> "▁", no pre-tokenizer, byte fallback), trained here on the sample repository with
+    words cut at "▁" (SentencePiece's split_by_whitespace); without it, a vocabulary entry
+    holding "x▁" is added (the rule must then refuse the family)."""
+    corpus = [p.read_text(errors="replace") for p in sorted(SAMPLE.rglob("*.py"))]
+    trainer_side = Tokenizer(models.BPE())
+    trainer_side.normalizer = normalizers.Replace(" ", "\u2581")
+    trainer_side.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never")
+    trainer = trainers.BpeTrainer(vocab_size=700, show_progress=False)
+    trainer_side.train_from_iterator(corpus, trainer)
+    spec = json.loads(trainer_side.to_str())
+    vocab = spec["model"]["vocab"]
+    for byte in range(256):
+        vocab.setdefault(f"<0x{byte:02X}>", len(vocab))
+    if not split_by_whitespace:
+        vocab["e\u2581"] = len(vocab)
+        spec["model"]["merges"].append(["e", "\u2581"])
+    spec["model"]["byte_fallback"] = True
+    spec["normalizer"] = {
+        "type": "Sequence",
+        "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        ],
+    }
+    spec["pre_tokenizer"] = None
+    spec["decoder"] = None
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)))
+
+
+@pytest.fixture(scope="session")
+def sentencepiece_tokenizer():
+    return _sentencepiece()
 
 
 @pytest.fixture(scope="session")

@@ -166,3 +166,55 @@ def test_derivation_is_really_used(family_tokenizers):
         file = FileText(code.encode())
         file.attach_token_starts(TokenCounter(tokenizer))
         assert file.anchors is not None and len(file.anchors) >= 8, name
+
+
+# what a SentencePiece text may hold beyond the others: "▁" spelled in the text itself, next
+# to spaces, and bytes with no vocabulary entry (byte fallback)
+SP_TEXT = ALPHABET + PLAIN + ["\u2581", " \u2581", "\u2581 ", "\x01", "日本", "  \u2581x"]
+
+
+def test_sentencepiece_is_recognised_only_when_no_entry_holds_a_space_after_text(
+    sentencepiece_tokenizer,
+):
+    from tests.chunking.conftest import _sentencepiece
+
+    counter = TokenCounter(sentencepiece_tokenizer)
+    assert counter.family is families.SENTENCEPIECE and counter.pieces.model is not None
+    assert families.family_of_backend(_sentencepiece(False).backend_tokenizer) is None
+    spec = json.loads(sentencepiece_tokenizer.backend_tokenizer.to_str())
+    spec["normalizer"]["normalizers"] = spec["normalizer"]["normalizers"][1:]  # no Prepend
+    assert families.family_of(spec) is None
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(SP_TEXT), min_size=0, max_size=100).map("".join))
+def test_sentencepiece_pieces_give_the_whole_texts_ids(sentencepiece_tokenizer, text):
+    """Whole-text BPE = BPE of each space-run-then-text piece; the "▁" prepended once."""
+    counter = TokenCounter(sentencepiece_tokenizer)
+    truth = sentencepiece_tokenizer(text, add_special_tokens=False).input_ids
+    assert counter.pieces.encode_any(text) == truth
+    assert counter.count(text) == len(truth)
+
+
+@settings(max_examples=200)
+@given(
+    text=st.lists(st.sampled_from(SP_TEXT), min_size=1, max_size=80).map("".join),
+    cuts=st.lists(st.integers(0, 400), max_size=6),
+    header=st.sampled_from(HEADERS),
+)
+def test_sentencepiece_derived_chunk_counts_equal_a_fresh_encode(
+    sentencepiece_tokenizer, text, cuts, header
+):
+    """A chunk counted from the file pass (its middle) plus its two edges, the tail without
+    the prepended "▁", equals the chunk encoded alone."""
+    counter = TokenCounter(sentencepiece_tokenizer)
+    _check(counter, text, [min(c, len(text)) for c in cuts], header)
+
+
+def test_sentencepiece_files_use_the_piece_cache_and_anchors(sentencepiece_tokenizer):
+    code = "def area(w, h):\n    return w * h + 10\n\nclass Box(object):\n    size = [1, 2]\n"
+    counter = TokenCounter(sentencepiece_tokenizer)
+    file = FileText(code.encode())
+    file.attach_token_starts(counter)
+    assert counter.byte_starts(code, len(code.encode())) is not None  # no offsets pass
+    assert file.anchors is not None and len(file.anchors) >= 8

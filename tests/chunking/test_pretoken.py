@@ -67,8 +67,8 @@ def test_real_files_in_several_languages(caches):
 
 
 def test_the_bpe_model_is_used_directly_only_where_it_agrees(caches):
-    assert caches["shipped"]._model is not None
-    assert caches["trained"]._model is not None
+    assert caches["shipped"].model is not None
+    assert caches["trained"].model is not None
 
 
 def test_a_full_cache_is_dropped_and_refilled_exactly(tokenizer, monkeypatch):

@@ -61,6 +61,20 @@ def test_chunk_counts_are_exact_with_every_tokenizer(named_tokenizer, tmp_path):
         assert counted == chunk.token_count <= 96, (name, chunk.path, chunk.start_line)
 
 
+def test_every_production_tokenizer_has_a_piece_cache_that_agrees(named_tokenizer):
+    """All six families are cached (CodeLlama's SentencePiece included): the piece cache
+    gives the tokenizer's own ids on llama.cpp's reference texts (unicode, spaces, digits)."""
+    from copilot_cli.chunking.packer import TokenCounter
+
+    name, tokenizer = named_tokenizer
+    counter = TokenCounter(tokenizer)
+    assert counter.family is not None and counter.pieces is not None, name
+    for text, _ in instruments.reference_cases(name):
+        truth = tokenizer(text, add_special_tokens=False).input_ids
+        assert counter.pieces.encode_any(text) == truth, (name, text)
+        assert counter.count(text) == len(truth), (name, text)
+
+
 def test_reference_files_record_their_source():
     for name in NAMES:
         data = json.loads((instruments.tokenizer_dir(name) / "reference.json").read_text())
