@@ -103,7 +103,18 @@ def _gitignore(folder: Path) -> pathspec.PathSpec | None:
             f"the ignore file cannot be read ({exc.strerror})", where=str(path)
         ) from None
     lines = data.decode("utf-8", errors="replace").splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:  # a line git would not read as a pattern (a lone "!"): git skips it
+        return pathspec.GitIgnoreSpec.from_lines([line for line in lines if _valid_rule(line)])
+
+
+def _valid_rule(line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except ValueError:
+        return False
+    return True
 
 
 def _read_ignore_file(path: Path) -> bytes:

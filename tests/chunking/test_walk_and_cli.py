@@ -112,3 +112,14 @@ def test_unchanged_run_uses_cache(tmp_path, tokenizer, messy):
     first, _, _ = run(messy, tmp_path / "a", tokenizer, use_cache=True)
     second, _, _ = run(messy, tmp_path / "b", tokenizer, use_cache=True)
     assert second.summary.cache_hits == first.summary.files
+
+
+def test_a_gitignore_line_git_cannot_read_is_skipped_as_git_skips_it(tmp_path):
+    """A lone "!" (black's own test data ships one) is no pattern: the other rules still hold
+    and the walk goes on, where it used to end in an internal error."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".gitignore").write_text("!\n*.log\n")
+    (tmp_path / "a" / "x.log").write_text("noise\n")
+    (tmp_path / "a" / "x.py").write_text("x = 1\n")
+    files = {rel for _, rel in walk(tmp_path).files}
+    assert "a/x.py" in files and "a/x.log" not in files
