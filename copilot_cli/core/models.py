@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from copilot_cli.core.errors import ArtifactError, ModelLoadError
 from copilot_cli.core.fingerprints import (
     model_fingerprint_from_folder,
@@ -17,7 +15,6 @@ from copilot_cli.core.fingerprints import (
 )
 from copilot_cli.core.gguf import gguf_file, load_gguf_model, load_gguf_tokenizer
 from copilot_cli.core.modelspec import ModelSpec, check_device, default_model
-from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.paths import SHIPPED_MODEL
 
 __all__ = [
@@ -31,8 +28,21 @@ __all__ = [
     "load_tokenizer",
 ]
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}  # the one table, both ways
+
+def _dtypes() -> dict[str, Any]:
+    import torch
+
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def __getattr__(name: str) -> Any:
+    """DTYPES (name -> torch dtype) and DTYPE_NAMES (the one table, both ways), made on first
+    use: a command that only tokenizes (chunk, context) never imports torch."""
+    if name == "DTYPES":
+        return _dtypes()
+    if name == "DTYPE_NAMES":
+        return {dtype: key for key, dtype in _dtypes().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -50,7 +60,7 @@ class LoadedModel:
         return self.model.config
 
     @property
-    def device(self) -> torch.device:
+    def device(self) -> Any:
         return next(self.model.parameters()).device
 
 
@@ -109,6 +119,8 @@ def _check_model_folder(folder: Path) -> dict[str, Any]:
     weights = weight_files(folder)
     if not weights:
         raise ModelLoadError("no weight files (*.safetensors, *.bin)", where=str(folder))
+    from copilot_cli.core.safetensors_io import read_header  # its module imports torch
+
     for path in weights:
         if path.suffix == ".safetensors":
             try:
@@ -154,7 +166,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
         kwargs: dict[str, Any] = {"local_files_only": True}
-        kwargs["dtype"] = DTYPES[spec.dtype] if spec.dtype != "auto" else "auto"
+        kwargs["dtype"] = _dtypes()[spec.dtype] if spec.dtype != "auto" else "auto"
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     except Exception as exc:
         raise ModelLoadError(
@@ -176,7 +188,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 def _load_gguf(spec: ModelSpec, path: Path) -> LoadedModel:
     """A GGUF file as a model: dequantized by transformers, fingerprinted by what it computes."""
     device = check_device(spec.device)
-    model = load_gguf_model(path, DTYPES[spec.dtype] if spec.dtype != "auto" else None)
+    model = load_gguf_model(path, _dtypes()[spec.dtype] if spec.dtype != "auto" else None)
     model.to(device).eval()
     tokenizer = load_tokenizer(spec.tokenizer or str(path), allow_download=spec.allow_download)
     return LoadedModel(
