@@ -111,6 +111,8 @@ class Request:
         self.pieces, self.rest = context_pieces(tok, rendered.rest, point["context"], stored)
         self.store = store
         self.ids = list(self.prefix_ids)
+        # a stored snippet (StoredSnippet: its chunk's name and the ids it must be) or ids
+        self.pieces = [p.name if hasattr(p, "name") else p for p in self.pieces]
         for piece in self.pieces:
             self.ids += (
                 store.token_ids(piece)[self._lead(piece) :] if isinstance(piece, str) else piece
