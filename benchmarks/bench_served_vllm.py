@@ -35,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit
 from served_requests import GEN, prepare, requests
 
+from copilot_cli.core.progress import stdout_to_stderr
+
 REQUESTS = 8
 SNIPPETS = 5
 COMPUTE_LAST = (0, 128, 256, 512)  # vLLM CPU blocks are 128 tokens: finer steps round alike
@@ -109,7 +111,7 @@ def engine(model: Path, kv: Path):
     from copilot_cli.serving import ServeOptions, transfer_config
 
     config = transfer_config(ServeOptions(kv_dir=kv, model=str(model)))
-    with quiet():
+    with stdout_to_stderr():
         return LLM(
             model=str(model),
             dtype="float32",
@@ -239,20 +241,6 @@ def emit_rows(composed, fidelity, ttft, cached) -> None:
             note=f"{measured(last)}; {statistics.mean(cached[last]):.0f} tokens from the "
             f"connector; {note}",
         )
-
-
-@contextlib.contextmanager
-def quiet():
-    """vLLM's start-up logs (its workers inherit fd 1) onto stderr, so stdout stays rows."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def stop(llm) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.serving.llama_vscode import CODE, CUT, FILE, infill_body
+from tests.serving.llama_vscode import post as _post
+
 REPO = Path(__file__).resolve().parents[1]
-FILE = "src/kvstore/server.py"
-CODE = (REPO / "sample_data" / "repo" / FILE).read_text()
-CUT = 1500
 
 
 def _cli(*args: str) -> None:
@@ -79,34 +79,8 @@ def server(prepared):
 
 
 def _body(**changes) -> dict:
-    """llama.vscode's /infill request, field for field (src/llama-server.ts)."""
-    body = {
-        "input_prefix": CODE[:CUT],
-        "input_suffix": CODE[CUT : CUT + 200],
-        "input_extra": [{"text": "RETRIES = 3\n", "time": 1733500000, "filename": "cfg.py"}],
-        "prompt": "",
-        "n_predict": 16,
-        "top_k": 40,
-        "top_p": 0.99,
-        "stream": False,
-        "samplers": ["top_k", "top_p", "infill"],
-        "cache_prompt": True,
-        "t_max_prompt_ms": 500,
-        "t_max_predict_ms": 60_000,
-        "copilot": {"file": FILE},
-    }
-    return {**body, **changes}
-
-
-def _post(url: str, body: dict) -> tuple[int, bytes]:
-    request = urllib.request.Request(
-        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=300) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    extra = [{"text": "RETRIES = 3\n", "time": 1733500000, "filename": "cfg.py"}]
+    return infill_body(**{"input_extra": extra, "n_predict": 16, **changes})
 
 
 def test_llama_vscode_request_is_served_with_the_prefix_slot_and_placed_snippets(server):

@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.error
-import urllib.request
 
 import pytest
 
+from tests.serving.llama_vscode import CODE, CUT, FILE, infill_body, post
 from tests_vllm.conftest import MODEL, REPO
-
-FILE = "src/kvstore/server.py"
-CODE = (REPO / "sample_data" / "repo" / FILE).read_text()
-CUT = 1500
 
 
 @pytest.fixture(scope="module")
@@ -50,34 +45,12 @@ def endpoint(tmp_path_factory):
 
 
 def _body(**changes) -> dict:
-    """llama.vscode's /infill request, field for field (src/llama-server.ts)."""
-    body = {
-        "input_prefix": CODE[:CUT],
-        "input_suffix": CODE[CUT : CUT + 200],
-        "input_extra": [],
-        "prompt": "",
-        "n_predict": 12,
-        "top_k": 40,
-        "top_p": 0.99,
-        "stream": False,
-        "samplers": ["top_k", "top_p", "infill"],
-        "cache_prompt": True,
-        "t_max_prompt_ms": 500,
-        "t_max_predict_ms": 60_000,
-        "copilot": {"file": FILE},
-    }
-    return {**body, **changes}
+    return infill_body(**{"input_extra": [], **changes})
 
 
 def _post(url: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(
-        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=300) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
+    status, data = post(url, body)
+    return status, json.loads(data)
 
 
 def test_snippets_are_placed_by_the_connector_and_only_under_the_salt(endpoint):

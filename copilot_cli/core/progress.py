@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 
 from rich.console import Console
@@ -70,3 +72,18 @@ def progress(description: str, total: float | None = None) -> Iterator[Task]:
             yield Task(bar, bar.add_task(description, total=total))
         finally:
             _state["active"] = None
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """fd 1 onto fd 2 for the block: processes started inside (an engine and its workers)
+    inherit it and log there, so stdout keeps only what the command prints."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from copilot_cli.core.errors import InputError
 from copilot_cli.core.metrics import PositionMetrics, SparseLogprobs, compare_sparse
 from copilot_cli.core.models import DTYPE_NAMES
 from copilot_cli.core.options import OptionError
+from copilot_cli.core.progress import stdout_to_stderr
 from copilot_cli.regress.cases import Case
 from copilot_cli.regress.engine import Runner
 from copilot_cli.regress.variants import VariantSpec, engine_options
@@ -131,7 +130,7 @@ class VllmRunner(Runner):
         return self._engines[key], None if logprobs == "full" else int(logprobs)
 
     def close(self) -> None:
-        with _stdout_to_stderr():
+        with stdout_to_stderr():
             for engine in self._engines.values():
                 with contextlib.suppress(Exception):
                     engine.llm_engine.engine_core.shutdown()
@@ -154,7 +153,7 @@ def start_engine(loaded: Any, values: dict[str, str], kv_dir: str | None) -> Any
         check(serve)
         kwargs["kv_transfer_config"] = transfer_config(serve)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU default is larger
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         return LLM(
             model=folder,
             dtype=dtype,
@@ -166,20 +165,6 @@ def start_engine(loaded: Any, values: dict[str, str], kv_dir: str | None) -> Any
             seed=0,
             **kwargs,
         )
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """fd 1 onto fd 2 while an engine starts: its processes inherit it and log there."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _dense(rows: list[dict[int, Any]], vocab: int) -> torch.Tensor:

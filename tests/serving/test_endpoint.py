@@ -14,46 +14,9 @@ import urllib.request
 import pytest
 import torch
 
-from tests.serving.conftest import SAMPLE
-
-FILE = "src/kvstore/server.py"
-CODE = (SAMPLE / FILE).read_text()
-CUT = 1500
-
-
-def _vscode_body(**changes) -> dict:
-    """llama.vscode's completion request (src/llama-server.ts, createRequestPayload), field
-    for field: its ring-buffer chunks carry `time` besides filename and text."""
-    body = {
-        "input_prefix": CODE[:CUT],
-        "input_suffix": CODE[CUT : CUT + 200],
-        "input_extra": [
-            {"text": "def helper(x):\n    return x + 1\n", "time": 1733500000, "filename": "h.py"}
-        ],
-        "prompt": "",
-        "n_predict": 12,
-        "top_k": 40,
-        "top_p": 0.99,
-        "stream": False,
-        "samplers": ["top_k", "top_p", "infill"],
-        "cache_prompt": True,
-        "n_indent": 0,
-        "t_max_prompt_ms": 500,
-        "t_max_predict_ms": 60_000,  # llama.vscode's default is 1000: answers would hang on load
-        "copilot": {"file": FILE},
-    }
-    body.update(changes)
-    return body
-
-
-def _post(url: str, body, *, raw: bytes | None = None) -> tuple[int, bytes]:
-    data = raw if raw is not None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+from tests.serving.llama_vscode import CODE, CUT, FILE
+from tests.serving.llama_vscode import infill_body as _vscode_body
+from tests.serving.llama_vscode import post as _post
 
 
 def _events(data: bytes) -> list[dict]:
