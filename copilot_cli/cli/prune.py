@@ -10,7 +10,14 @@ import typer
 
 from copilot_cli.cli.common import JsonOpt, note, option, print_json
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.cli.params import (
+    DEFAULT_DEVICE,
+    AllowDownloadOpt,
+    DeviceOpt,
+    DtypeOpt,
+    ModelOpt,
+    model_spec,
+)
 
 
 @handle_errors
@@ -40,6 +47,7 @@ def prune_command(
         option("--language", help="A grammar name or text (default: from the extension)."),
     ] = None,
     out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
+    dtype: DtypeOpt = "auto",
     device: DeviceOpt = DEFAULT_DEVICE,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
@@ -60,7 +68,7 @@ def prune_command(
         method=method,
         protect=tuple(protect or ()),
         language=language or (language_for_path(input_path) if input_path != "-" else None),
-        model=model_spec(model, device, "auto", allow_download),
+        model=model_spec(model, device, dtype, allow_download),
     )
     result = prune_text(options)
     if out is not None:

@@ -7,7 +7,14 @@ from typing import Annotated
 
 from copilot_cli.cli.common import JsonOpt, option, print_json, warn
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, ModelOpt, model_spec
+from copilot_cli.cli.params import (
+    DEFAULT_DEVICE,
+    AllowDownloadOpt,
+    DeviceOpt,
+    DtypeOpt,
+    ModelOpt,
+    model_spec,
+)
 from copilot_cli.paths import DEFAULT_PROMPTS
 
 
@@ -49,6 +56,7 @@ def quantize_command(
     gguf: Annotated[
         Path | None, option("--gguf", help="The GGUF a gguf export starts from (a folder model).")
     ] = None,
+    dtype: DtypeOpt = "auto",
     device: DeviceOpt = DEFAULT_DEVICE,
     allow_download: AllowDownloadOpt = False,
     json_output: JsonOpt = False,
@@ -69,7 +77,7 @@ def quantize_command(
         prompts=None if no_fidelity else prompts,
         export=tuple(export or ()),
         gguf=gguf,
-        model=model_spec(model, device, "auto", allow_download),
+        model=model_spec(model, device, dtype, allow_download),
     )
     result = quantize_embeddings(options)
     for message in result.warnings:

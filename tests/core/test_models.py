@@ -86,3 +86,23 @@ def test_bad_dtype_and_device_are_input_errors(runner):
     assert result.exit_code == 2 and "--dtype" in result.stderr
     result = runner.invoke(app, ["model-info", "--device", "tpu:0"])
     assert result.exit_code == 2 and "--device" in result.stderr
+
+
+def test_every_command_that_takes_a_model_takes_dtype_and_device(runner):
+    """docs/cli.md's promise, checked on the CLI itself (quantize and prune lacked --dtype)."""
+    import typer
+
+    from copilot_cli.cli import app
+
+    group = typer.main.get_command(app)
+    runs_a_model = []
+    for name, command in group.commands.items():
+        if name == "inspect":  # loads a model only to compare fingerprints: no dtype to run in
+            continue
+        flags = {opt for param in command.params for opt in getattr(param, "opts", ())}
+        if "--model" in flags and "--device" in flags:
+            runs_a_model.append(name)
+            assert "--dtype" in flags, name
+    assert {"quantize", "prune", "prefill-kv", "regress"} <= set(runs_a_model)
+    result = runner.invoke(app, ["quantize", "--dtype", "float8"])
+    assert result.exit_code == 2 and "--dtype" in result.stderr
