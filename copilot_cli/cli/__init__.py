@@ -11,6 +11,7 @@ from copilot_cli.cli.build import build_command
 from copilot_cli.cli.chunk import chunk_command
 from copilot_cli.cli.common import check_environment, option, set_debug
 from copilot_cli.cli.context import context_command
+from copilot_cli.cli.entry import main as main  # the console script: copilot_cli.cli:main
 from copilot_cli.cli.inspect import inspect_command
 from copilot_cli.cli.kv import prefill_kv_command
 from copilot_cli.cli.model_info import model_info
@@ -71,20 +72,3 @@ app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown
     serve_command
 )
 app.command("warm-plan")(warm_plan_command)
-
-
-def main() -> None:
-    """Console-script entry point. Ctrl-C at any moment (even as the process winds down after
-    the command's output) is exit 130 with one line, never Python's own SIGINT death."""
-    import signal
-
-    from copilot_cli.cli.common import fail
-
-    try:
-        app(prog_name="copilot-opt")
-    except KeyboardInterrupt:
-        raise SystemExit(fail("interrupted", 130).exit_code) from None
-    finally:
-        # the work is done and said: a Ctrl-C while the interpreter tears down (Python has
-        # restored the default action by then) would kill it with -SIGINT instead of its code
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
