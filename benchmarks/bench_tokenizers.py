@@ -3,10 +3,12 @@ StarCoder2, DeepSeek-Coder, CodeLlama's SentencePiece, rebuilt from llama.cpp's 
 vs one serial `Tokenizer.encode` pass over the same bytes (the limit of a token-exact chunker)
 and semchunk with the same tokenizer, same 384-token budget, one run.
 
-Corpus: part of the Python standard library (json, email, http, asyncio, logging, unittest,
-argparse.py...). Per tokenizer: medians of 3 interleaved rounds (ours --jobs 1 with an empty
-piece cache, the limit, semchunk in a fresh process), then every chunk recounted by the
-tokenizer itself (chunks over budget must be 0). Needs `make real-models` (else skipped).
+Corpora: part of the Python standard library (json, email, http, asyncio, logging, unittest,
+argparse.py...), and the Go and JavaScript corpora of benchmarks/corpora.py (gin, cobra,
+urfave/cli; fastify, express), each family on each (semchunk on Python only). Per tokenizer
+and corpus: medians of 3 interleaved rounds (ours --jobs 1 with an empty piece cache, the
+limit, semchunk in a fresh process), then every chunk recounted by the tokenizer itself
+(chunks over budget must be 0). Needs `make real-models` (else skipped).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_chunk import PEERS_PYTHON, _peer_language, _run_peers
 from common import emit
+from corpora import corpus as code_corpus
 
 from copilot_cli import instruments
 from copilot_cli.chunking import ChunkOptions, chunk_repository
@@ -33,6 +36,7 @@ BUDGET = 384
 PARTS = ("json", "email", "http", "asyncio", "logging", "unittest")
 FILES = ("argparse.py", "textwrap.py", "csv.py", "dataclasses.py")
 ROUNDS = 3
+FAMILIES = ("gpt2", "qwen2", "llama3", "starcoder2", "deepseek-coder", "codellama-spm")
 
 
 def corpus(tmp: Path) -> Path:
@@ -53,14 +57,14 @@ def _seconds(fn) -> float:
     return time.perf_counter() - started
 
 
-def one_tokenizer(name: str, root: Path, tmp: Path) -> None:
+def one_tokenizer(name: str, root: Path, tmp: Path, language: str = "python") -> None:
     folder = instruments.tokenizer_dir(name)
     tokenizer = load_tokenizer(str(folder))
     counter = TokenCounter(tokenizer)
     files = [p for p in sorted(root.rglob("*")) if p.is_file()]
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
     megabytes = sum(p.stat().st_size for p in files) / 1e6
-    out = tmp / f"{name}.jsonl"
+    out = tmp / f"{name}-{language}.jsonl"
 
     def ours() -> None:
         if counter.pieces is not None:
@@ -84,7 +88,7 @@ def one_tokenizer(name: str, root: Path, tmp: Path) -> None:
     for _ in range(ROUNDS):
         rounds["ours"].append(_seconds(ours))
         rounds["limit"].append(_seconds(limit))
-        if PEERS_PYTHON.exists():
+        if PEERS_PYTHON.exists() and language == "python":
             rounds["semchunk"].append(semchunk())
     t_ours, t_limit = statistics.median(rounds["ours"]), statistics.median(rounds["limit"])
     records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
@@ -100,8 +104,9 @@ def one_tokenizer(name: str, root: Path, tmp: Path) -> None:
         f"over budget by recount {over}, recorded count wrong {wrong}; medians of {ROUNDS} "
         "interleaved rounds, each run of ours with an empty piece cache"
     )
+    on = "" if language == "python" else f"{language} "  # the Python rows keep their names
     emit(
-        f"chunk with the {name} tokenizer, --jobs 1 vs one serial tokenizer pass (the limit)",
+        f"chunk {on}with the {name} tokenizer, --jobs 1 vs one serial tokenizer pass (the limit)",
         megabytes / t_ours,
         megabytes / t_limit,
         "MB/s",
@@ -129,9 +134,11 @@ def main() -> None:
         print(f"skipped: no real instruments in {instruments.root()} (make real-models)")
         return
     with tempfile.TemporaryDirectory() as tmp:
-        root = corpus(Path(tmp))
-        for name in ("gpt2", "qwen2", "llama3", "starcoder2", "deepseek-coder", "codellama-spm"):
-            one_tokenizer(name, root, Path(tmp))
+        roots = {"python": corpus(Path(tmp))}
+        roots.update((language, code_corpus(language)) for language in ("go", "javascript"))
+        for language, root in roots.items():
+            for name in FAMILIES:
+                one_tokenizer(name, root, Path(tmp), language)
 
 
 if __name__ == "__main__":
