@@ -57,40 +57,44 @@ class RawChunk:
 # tests/chunking/test_exact_counts.py and test_families.py check the rules on random text.
 
 
-def _byte_lengths(backend: Any, family: Family) -> Any:
-    """Bytes per token id of a byte-level BPE vocabulary (one byte per symbol; SentencePiece:
-    "▁" one space, <0xNN> one byte, other characters their UTF-8 bytes); -1 for ids that are
-    not plain vocabulary entries (added tokens: such files use offsets)."""
+def _byte_lengths(vocab: dict[str, int], family: Family) -> Any:
+    """Bytes per token id of a byte-level BPE vocabulary (the model's, from tokenizer.json: one
+    byte per symbol; SentencePiece: "▁" one space, <0xNN> one byte, other characters their
+    UTF-8 bytes); -1 for ids that are not plain vocabulary entries (added tokens: such files
+    use offsets)."""
     import numpy as np
 
-    vocab = backend.get_vocab(with_added_tokens=False)
-    table = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
-    for token, index in vocab.items():
-        if not family.prepend:
-            table[index] = len(token)
-        elif _BYTE_TOKEN.fullmatch(token):
-            table[index] = 1
-        else:
-            table[index] = len(token.replace("\u2581", " ").encode("utf-8"))
+    size: Any = len
+    if family.prepend:
+
+        def size(token: str) -> int:
+            if _BYTE_TOKEN.fullmatch(token):
+                return 1
+            return len(token.replace("\u2581", " ").encode("utf-8"))
+
+    ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
+    table = np.full(int(ids.max(initial=-1)) + 1, -1, dtype=np.int64)
+    table[ids] = np.fromiter(map(size, vocab), dtype=np.int64, count=len(vocab))
     return table
 
 
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 
 
-def splitting_rule(backend: Any) -> tuple[Family | None, tuple[str, ...]]:
+def splitting_rule(backend: Any) -> tuple[Family | None, tuple[str, ...], dict[str, int]]:
     """(the pre-tokenizer family whose pieces may be cached and counts derived, or None; the
-    added tokens' texts)."""
+    added tokens' texts; the model's vocabulary), from one read of tokenizer.json."""
     import json
 
     if backend is None:
-        return None, ()
+        return None, (), {}
     try:
         spec = json.loads(backend.to_str())
     except (AttributeError, ValueError):
-        return None, ()
+        return None, (), {}
     added = tuple(t["content"] for t in spec.get("added_tokens") or [] if t.get("content"))
-    return family_of(spec), added
+    vocab = (spec.get("model") or {}).get("vocab")
+    return family_of(spec), added, vocab if isinstance(vocab, dict) else {}
 
 
 class TokenCounter:
@@ -101,7 +105,7 @@ class TokenCounter:
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
         known = getattr(tokenizer, "_copilot_chunk_rule", None)  # one parse per tokenizer
         if known is None:
-            family, added = splitting_rule(self.backend)
+            family, added, vocab = splitting_rule(self.backend)
             known = (family, added, None, None)
             if family is not None:  # byte lengths and a piece cache, shared by its counters
                 cache = PieceCache(self.backend, added, family)
@@ -110,7 +114,7 @@ class TokenCounter:
                 known = (
                     family,
                     added,
-                    None if family is None else _byte_lengths(self.backend, family),
+                    None if family is None else _byte_lengths(vocab, family),
                     cache,
                 )
             with contextlib.suppress(AttributeError):
