@@ -1,8 +1,10 @@
 """Real code nobody here wrote, per language, fetched once from the package registries this
-machine may reach (npm, Debian) at pinned versions and checked against pinned sha256 digests.
+machine may reach (npm, Debian, PyPI) at pinned versions and checked against pinned sha256 digests.
 
     go:         gin 1.8.1, cobra 1.6.1, urfave/cli 2.3.0 (Debian source packages)
     javascript: fastify 4.28.1, express 4.21.2 (npm tarballs; .js/.ts/.mjs/.cjs files)
+    mixed:      black 24.4.2 (its PyPI source distribution: 1.2 MB of Python with 0.2 MB of
+                Markdown docs, a repository as users have them)
 
 Python comes from the interpreter's standard library (bench_chunk.corpus). Unpacked under
 benchmarks/.corpora/ (git-ignored); the sha256 of each archive in LANGUAGE.sha256.
@@ -14,6 +16,7 @@ import hashlib
 import io
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -27,8 +30,9 @@ SOURCES = {  # (registry, package, version): published versions never change
         ("deb", "golang-github-urfave-cli-v2-dev", "2.3.0-2"),
     ],
     "javascript": [("npm", "fastify", "4.28.1"), ("npm", "express", "4.21.2")],
+    "mixed": [("pypi", "black", "24.4.2")],
 }
-SUFFIXES = {"go": (".go",), "javascript": (".js", ".mjs", ".cjs", ".ts")}
+SUFFIXES = {"go": (".go",), "javascript": (".js", ".mjs", ".cjs", ".ts"), "mixed": (".py", ".md")}
 
 
 def _fetch(kind: str, name: str, version: str, folder: Path) -> Path:
@@ -41,6 +45,14 @@ def _fetch(kind: str, name: str, version: str, folder: Path) -> Path:
             capture_output=True,
         )
         return folder / f"{name}-{version}.tgz"
+    if kind == "pypi":  # the source distribution, as published
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
+             f"{name}=={version}", "-d", str(folder)],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        return folder / f"{name}-{version}.tar.gz"
     subprocess.run(
         ["apt-get", "download", f"{name}={version}"], cwd=folder, check=True, capture_output=True
     )
@@ -50,7 +62,7 @@ def _fetch(kind: str, name: str, version: str, folder: Path) -> Path:
 def _tar_bytes(kind: str, archive: Path) -> bytes:
     """The tar inside: an npm .tgz is one; a .deb is an ar archive holding data.tar.*."""
     data = archive.read_bytes()
-    if kind == "npm":
+    if kind in ("npm", "pypi"):
         return data
     position = 8
     while position < len(data):
