@@ -81,16 +81,20 @@ def _byte_lengths(vocab: dict[str, int], family: Family) -> Any:
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 
 
-def splitting_rule(backend: Any) -> tuple[Family | None, tuple[str, ...], dict[str, int]]:
+def splitting_rule(tokenizer: Any) -> tuple[Family | None, tuple[str, ...], dict[str, int]]:
     """(the pre-tokenizer family whose pieces may be cached and counts derived, or None; the
-    added tokens' texts; the model's vocabulary), from one read of tokenizer.json."""
+    added tokens' texts; the model's vocabulary), from one read of tokenizer.json (the one
+    the fingerprint reads too)."""
     import json
 
-    if backend is None:
-        return None, (), {}
+    from copilot_cli.core.fingerprints import backend_json
+
     try:
-        spec = json.loads(backend.to_str())
+        text = backend_json(tokenizer)
+        spec = json.loads(text) if text is not None else None
     except (AttributeError, ValueError):
+        spec = None
+    if not isinstance(spec, dict):
         return None, (), {}
     added = tuple(t["content"] for t in spec.get("added_tokens") or [] if t.get("content"))
     vocab = (spec.get("model") or {}).get("vocab")
@@ -105,7 +109,7 @@ class TokenCounter:
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
         known = getattr(tokenizer, "_copilot_chunk_rule", None)  # one parse per tokenizer
         if known is None:
-            family, added, vocab = splitting_rule(self.backend)
+            family, added, vocab = splitting_rule(tokenizer)
             known = (family, added, None, None)
             if family is not None:  # byte lengths and a piece cache, shared by its counters
                 cache = PieceCache(self.backend, added, family)

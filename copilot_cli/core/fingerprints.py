@@ -454,6 +454,26 @@ def _behaviour(tokenizer: Any) -> dict[str, Any]:
     }
 
 
+def backend_json(tokenizer: Any) -> str | None:
+    """The fast tokenizer's own JSON (`backend_tokenizer.to_str()`, 0.1 s for a 150k
+    vocabulary), read once per tokenizer object: the fingerprint and chunk's splitting rule
+    both start from it. None without a fast backend."""
+    with contextlib.suppress(TypeError):  # kept beside the object, never pickled with it
+        cached = _BACKEND_JSON.get(tokenizer)
+        if cached is not None:
+            return cached
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "to_str"):
+        return None
+    text = backend.to_str()
+    with contextlib.suppress(TypeError):
+        _BACKEND_JSON[tokenizer] = text
+    return text
+
+
+_BACKEND_JSON: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def tokenizer_fingerprint(tokenizer: Any, cache: Any = None) -> str:
     """Fingerprint a tokenizer by what it does (see `tokenizer_description`); cached on it, and
     for a fast tokenizer remembered by a digest of its backend JSON and the rest of its
@@ -466,7 +486,7 @@ def tokenizer_fingerprint(tokenizer: Any, cache: Any = None) -> str:
     if backend is None:
         value = _sha256(canonical(tokenizer_description(tokenizer)))
     else:
-        text, behaviour = backend.to_str(), _behaviour(tokenizer)
+        text, behaviour = backend_json(tokenizer), _behaviour(tokenizer)
         key = _sha256(f"{FINGERPRINT_SCHEME}\0{text}\0{canonical(behaviour)}")
         store = cache or tokenizer_cache
         value = store.fact(
