@@ -14,33 +14,22 @@ chunk then recounted by the tokenizer (0 over budget, 0 wrong counts). Goal (the
 
 from __future__ import annotations
 
-import contextlib
-import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_tokenizers import BUDGET, FAMILIES, ROUNDS, _seconds, recounted
 from common import emit
 from corpora import corpus
 
 from copilot_cli import instruments
 from copilot_cli.chunking import ChunkOptions, chunk_repository
-from copilot_cli.core.fingerprints import _BACKEND_JSON
+from copilot_cli.core.fingerprints import forget_tokenizer_facts
 from copilot_cli.core.models import load_tokenizer
 
-BUDGET = 384
-ROUNDS = 3
-FAMILIES = ("gpt2", "qwen2", "llama3", "starcoder2", "deepseek-coder", "codellama-spm")
 KINDS = {"code": "*.py", "prose": "*.md"}
-
-
-def _seconds(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
 
 
 def one(name: str, kind: str, root: Path, tmp: Path) -> None:
@@ -51,10 +40,7 @@ def one(name: str, kind: str, root: Path, tmp: Path) -> None:
     out = tmp / f"{name}-{kind}.jsonl"
 
     def ours() -> None:
-        for kept in ("_copilot_chunk_rule", "_copilot_tokenizer_fingerprint"):
-            with contextlib.suppress(AttributeError):  # what a fresh process pays again
-                delattr(tokenizer, kept)
-        _BACKEND_JSON.pop(tokenizer, None)
+        forget_tokenizer_facts(tokenizer)  # what a fresh process pays again
         options = ChunkOptions(
             repos=(root,), out=out, include=(KINDS[kind],), max_tokens=BUDGET, use_cache=False,
             jobs=1,
@@ -72,13 +58,7 @@ def one(name: str, kind: str, root: Path, tmp: Path) -> None:
         rounds["ours"].append(_seconds(ours))
         rounds["limit"].append(_seconds(limit))
     t_ours, t_limit = statistics.median(rounds["ours"]), statistics.median(rounds["limit"])
-    records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
-    recount = [
-        len(tokenizer.backend_tokenizer.encode(r["header"] + r["text"], add_special_tokens=False))
-        for r in records
-    ]
-    over = sum(1 for n in recount if n > BUDGET)
-    wrong = sum(1 for n, r in zip(recount, records, strict=True) if n != r["token_count"])
+    records, over, wrong = recounted(out, tokenizer)
     emit(
         f"chunk black 24.4.2's {kind} ({KINDS[kind]}) with the {name} tokenizer, --jobs 1, "
         "set-up included vs one serial tokenizer pass",

@@ -57,6 +57,19 @@ def _seconds(fn) -> float:
     return time.perf_counter() - started
 
 
+def recounted(out: Path, tokenizer) -> tuple[list[dict], int, int]:
+    """(the chunk records of `out`, how many are over BUDGET, how many record a count other
+    than the tokenizer's own for header + text)."""
+    records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    recount = [
+        len(tokenizer.backend_tokenizer.encode(r["header"] + r["text"], add_special_tokens=False))
+        for r in records
+    ]
+    over = sum(1 for n in recount if n > BUDGET)
+    wrong = sum(1 for n, r in zip(recount, records, strict=True) if n != r["token_count"])
+    return records, over, wrong
+
+
 def one_tokenizer(name: str, root: Path, tmp: Path, language: str = "python") -> None:
     folder = instruments.tokenizer_dir(name)
     tokenizer = load_tokenizer(str(folder))
@@ -91,13 +104,7 @@ def one_tokenizer(name: str, root: Path, tmp: Path, language: str = "python") ->
         if PEERS_PYTHON.exists() and language == "python":
             rounds["semchunk"].append(semchunk())
     t_ours, t_limit = statistics.median(rounds["ours"]), statistics.median(rounds["limit"])
-    records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
-    recount = [
-        len(tokenizer.backend_tokenizer.encode(r["header"] + r["text"], add_special_tokens=False))
-        for r in records
-    ]
-    over = sum(1 for n in recount if n > BUDGET)
-    wrong = sum(1 for n, r in zip(recount, records, strict=True) if n != r["token_count"])
+    records, over, wrong = recounted(out, tokenizer)
     family = counter.family.name if counter.family is not None else "none (recounts)"
     facts = (
         f"{megabytes:.2f} MB, {len(files)} files, {len(records)} chunks; family {family}; "

@@ -7,8 +7,11 @@ composes them (serving/compose.py: each piece tokenized alone)."""
 from __future__ import annotations
 
 import random
+import statistics
 from pathlib import Path
 from typing import Any
+
+from common import emit
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = ROOT / "sample_data" / "repo"
@@ -75,3 +78,27 @@ def kl_and_agreement(reference: Any, variant: Any, tokens: list[int]) -> tuple[f
     kl = (ref.exp() * (ref - var)).sum(-1)
     agree = (var.argmax(-1) == torch.tensor(tokens)).double()
     return float(kl.mean()), float(agree.mean())
+
+
+def fidelity_text(pairs: list[tuple[float, float]]) -> str:
+    """ "mean KL …, greedy agreement …" of (KL, agreement) pairs."""
+    kl = statistics.mean(k for k, _ in pairs)
+    agree = statistics.mean(a for _, a in pairs)
+    return f"mean KL {kl:.4f}, greedy agreement {agree:.1%}"
+
+
+def emit_served(name: str, times: list[float], base: float, pairs, note: str) -> None:
+    """One row of a served chunk-KV bench: median TTFT against the prefix-only median, passed
+    when >= 2x with mean KL <= 0.05 and greedy agreement >= 90% (the served-request goals)."""
+    kl = statistics.mean(k for k, _ in pairs)
+    agree = statistics.mean(a for _, a in pairs)
+    ours = statistics.median(times)
+    emit(
+        name,
+        round(ours, 1),
+        round(base, 1),
+        "ms",
+        goal=">= 2x; KL <= 0.05, agreement >= 90%",
+        passed=base >= 2 * ours and kl <= 0.05 and agree >= 0.9,
+        note=note,
+    )

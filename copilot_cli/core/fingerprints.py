@@ -474,6 +474,16 @@ def backend_json(tokenizer: Any) -> str | None:
 _BACKEND_JSON: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def forget_tokenizer_facts(tokenizer: Any) -> None:
+    """Drop what this process remembers of `tokenizer` (its JSON, fingerprint and chunk
+    rule): the next use pays what a fresh process pays (a benchmark's set-up)."""
+    with contextlib.suppress(TypeError):
+        _BACKEND_JSON.pop(tokenizer, None)
+    for kept in ("_copilot_chunk_rule", "_copilot_tokenizer_fingerprint"):
+        with contextlib.suppress(AttributeError):
+            delattr(tokenizer, kept)
+
+
 def tokenizer_fingerprint(tokenizer: Any, cache: Any = None) -> str:
     """Fingerprint a tokenizer by what it does (see `tokenizer_description`); cached on it, and
     for a fast tokenizer remembered by a digest of its backend JSON and the rest of its

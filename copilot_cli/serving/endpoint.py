@@ -241,12 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        protocol.send_json(self, status, body)
 
     def log_message(self, *args: Any) -> None:
         return

@@ -206,6 +206,8 @@ def serve_http(server: SlotServer, host: str, port: int) -> None:
     import json
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
+    from copilot_cli.serving.protocol import send_json
+
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             try:
@@ -215,12 +217,7 @@ def serve_http(server: SlotServer, host: str, port: int) -> None:
                 reply, status = _reply(server, done), 200
             except (KeyError, TypeError, ValueError) as exc:
                 reply, status = {"error": f"bad request: {exc}"}, 400
-            data = json.dumps(reply).encode()
-            self.send_response(status if self.path == "/completion" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status if self.path == "/completion" else 404, reply)
 
         def log_message(self, *args: Any) -> None:
             return

@@ -306,3 +306,14 @@ def error_body(request_path: str, error: RequestError) -> dict[str, Any]:
     """The error in the protocol's shape (both read `error.message`)."""
     kind = "invalid_request_error" if error.status < 500 else "server_error"
     return {"error": {"code": error.status, "message": error.message, "type": kind}}
+
+
+def send_json(handler: Any, status: int, body: Any) -> None:
+    """`body` as a JSON answer with `status` on a BaseHTTPRequestHandler (Content-Length set:
+    editors keep the connection open)."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
