@@ -11,6 +11,7 @@ says where the chunk's own tokens start.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,25 +97,35 @@ def snippet_sources(
     return list(sources.values())
 
 
+_MARKER = {"path": "copilot-opt-marker.py", "text": "pass"}  # one snippet, to find where they go
+
+
+def _with_marker(bundle: Any) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """(name, entry, rendered) of each template of `bundle` that takes `context`, rendered
+    with placeholder inputs and the marker as its one snippet."""
+    for name in bundle.templates():
+        entry = bundle.entry(name)
+        schema = entry.get("schema") or {}
+        if "context" in schema.get("properties", {}):
+            inputs = {**placeholder_inputs(schema), "context": [_MARKER]}
+            yield name, entry, bundle.split(name, **inputs)
+
+
+def _marker_text(form: str, separator: str) -> str:
+    return snippet_text(_MARKER["path"], _MARKER["text"], form, separator)
+
+
 def bundle_snippet_format(bundle: Any, tokenizer: Any, fmt: str = "auto") -> str:
     """`fmt`, or for auto the format the bundle's templates write their snippets in (what a
     request's prompt will hold, so stored snippets are found in it); auto again when no
     template takes context or they disagree."""
     if fmt != "auto":
         return fmt
-    from copilot_cli.context import snippet_text
-
     _, separator = snippet_format(tokenizer, fmt)
-    marker = {"path": "copilot-opt-marker.py", "text": "pass"}
     found = set()
-    for name in bundle.templates():
-        schema = bundle.entry(name).get("schema") or {}
-        if "context" not in schema.get("properties", {}):
-            continue
-        inputs = {**placeholder_inputs(schema), "context": [marker]}
-        rest = bundle.split(name, **inputs).rest
+    for _, _, rendered in _with_marker(bundle):
         for form in ("xml", "file-sep"):
-            if snippet_text(marker["path"], marker["text"], form, separator) in rest:
+            if _marker_text(form, separator) in rendered.rest:
                 found.add(form)
                 break
     return found.pop() if len(found) == 1 else "auto"
@@ -129,20 +140,12 @@ def context_openings(bundle: Any, tokenizer: Any, fmt: str = "auto") -> list[Any
     (tokenized alone, as a request's pieces are), so a request with context restores both and
     its snippets follow at once: one contiguous stored region, what an engine that cannot
     compute between stored pieces (vLLM's connector) needs."""
-    from copilot_cli.context import snippet_text
     from copilot_cli.kv.options import PrefixSource
 
     chosen, separator = snippet_format(tokenizer, fmt)
-    marker = {"path": "copilot-opt-marker.py", "text": "pass"}
+    form = _marker_text(chosen, separator)
     out = []
-    for name in bundle.templates():
-        entry = bundle.entry(name)
-        schema = entry.get("schema") or {}
-        if "context" not in schema.get("properties", {}):
-            continue
-        inputs = {**placeholder_inputs(schema), "context": [marker]}
-        rendered = bundle.split(name, **inputs)
-        form = snippet_text(marker["path"], marker["text"], chosen, separator)
+    for name, entry, rendered in _with_marker(bundle):
         at = rendered.rest.find(form)
         if at < 0:
             continue  # the template writes its snippets in another format
