@@ -76,7 +76,9 @@ def _points(sessions: dict, rng: random.Random) -> list[dict]:
             before = "\n".join(lines[:cursor]) + "\n"
             rel = path.relative_to(STDLIB / package).as_posix()
             result = session.select(
-                ContextOptions(chunks, registry, file=rel, prefix=before, budget=3072)
+                ContextOptions(
+                    chunks, registry, file=rel, prefix=before, budget=3072, unit="chunks"
+                )
             )
             whole = [s for s in result.snippets if s.kind == "chunk"][-k:]
             if len(whole) < k:

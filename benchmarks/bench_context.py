@@ -22,11 +22,9 @@ ranked by the rank flowing into them, signature lines only); random chunks; no c
 
 Metrics at 512, 1,024 and 2,048 tokens: definition recall (the share of points whose every
 cross-file name on the line has a definition inside the chosen context: same file, the
-definition's line inside a chosen snippet's lines); on a subsample, SmolLM2-135M's mean token
-NLL of the line given code-completion template + context + the file's last 40 lines before the
-cursor, and greedy exact match (every token of the line is the model's argmax: what greedy
-decoding would write). Also: select p95 on the whole standard library (~2,000 files) with a
-warm index, and the index build time against that repository's chunk time.
+definition's line inside a chosen snippet's lines). Also: select p95 on the whole standard
+library (~2,000 files) with a warm index, and the index build time against that repository's
+chunk time. What the model makes of each method's context: bench_context_quality.py.
 """
 
 from __future__ import annotations
@@ -60,8 +58,7 @@ PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 BUDGETS = (512, 1024, 2048)
 PER_LANGUAGE = 120  # points
 PER_FILE = 3
-MODEL_POINTS = 5  # per language, for NLL / exact match (a forward per point, budget, method)
-PREFIX_LINES = 40  # of the file before the cursor, in the model's prompt
+PREFIX_LINES = 40  # of the file before the cursor, in the model's prompt (context_quality)
 METHODS = ("ours", "jaccard-windows", "bm25s", "repo-map", "random", "none")
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 PY_PACKAGES = ("asyncio", "email", "multiprocessing", "unittest", "importlib", "concurrent")
@@ -275,14 +272,16 @@ class Item:
 class Repo:
     """One repository: its chunks, session, tags, windows, BM25 ranking input."""
 
+    FORMAT, SEPARATOR = "xml", "<|file_sep|>"  # how every method's context is rendered
+
     def __init__(self, language: str, path: Path, tokenizer, model_dir: Path, tmp: Path):
         self.language, self.path, self.tokenizer = language, path, tokenizer
         name = f"{language}-{path.name}"
-        files = source_files(path, language)
+        files = self.files()
         self.chunks, self.registry = tmp / f"{name}.jsonl", tmp / f"{name}.registry.json"
         started = time.perf_counter()
         chunk_repository(
-            ChunkOptions(
+            self.chunk_options(
                 repos=(path,),
                 out=self.chunks,
                 registry=self.registry,
@@ -300,6 +299,12 @@ class Repo:
         self._maps: dict[tuple[str, int], list[tuple[str, int]]] = {}
         self._costs: dict[tuple[str, int, int, int], int] = {}
 
+    def files(self) -> list[str]:
+        return source_files(self.path, self.language)
+
+    def chunk_options(self, **kwargs) -> ChunkOptions:
+        return ChunkOptions(**kwargs)
+
     def _windows(self) -> list[tuple[str, int, int, set[str]]]:
         out = []
         for file, lines in self.tags.lines.items():
@@ -316,13 +321,14 @@ class Repo:
     def pack(self, items: list[Item], budget: int) -> list[Item]:
         """Greedy in the given order (each item's rendered snippet counted once), then the
         block recounted and trimmed from the end until it fits: as exact as ours."""
-        intro = self.count(render_block([], "xml", intro_only=True))
+        intro = self.count(render_block([], self.FORMAT, self.SEPARATOR, intro_only=True))
         used, misses = intro, 0
         chosen: list[Item] = []
         for item in items[:400]:
             key = (item.path, item.start, item.end, len(item.text))
             if key not in self._costs:
-                self._costs[key] = self.count(render_block([(item.path, item.text)], "xml")) - intro
+                one = render_block([(item.path, item.text)], self.FORMAT, self.SEPARATOR)
+                self._costs[key] = self.count(one) - intro
             if used + self._costs[key] <= budget:
                 chosen.append(item)
                 used += self._costs[key]
@@ -334,9 +340,8 @@ class Repo:
             chosen.pop()
         return chosen
 
-    @staticmethod
-    def render(items: list[Item]) -> str:
-        return render_block([(i.path, i.text) for i in items], "xml")
+    def render(self, items: list[Item]) -> str:
+        return render_block([(i.path, i.text) for i in items], self.FORMAT, self.SEPARATOR)
 
     def ours(self, point: Point, budget: int, with_suffix: bool) -> list[Item]:
         result = self.session.select(
@@ -347,7 +352,7 @@ class Repo:
                 prefix=point.prefix,
                 suffix=point.suffix if with_suffix else "",
                 budget=budget,
-                format="xml",
+                format=self.FORMAT,
             )
         )
         return [
@@ -481,33 +486,6 @@ def covered(point: Point, t: Tags, items: list[Item]) -> bool:
     return True
 
 
-# --- the model ----------------------------------------------------------------------------
-
-
-def model_scores(loaded, bundle, point: Point, items: list[Item]) -> tuple[float, bool]:
-    import torch
-
-    before = "\n".join(point.prefix.split("\n")[-PREFIX_LINES:])
-    prompt = bundle.render(
-        "code-completion",
-        language=point.language,
-        path=point.file,
-        code_before=before,
-        context=[{"path": i.path, "text": i.text.rstrip("\n")} for i in items],
-    )
-    tok = loaded.tokenizer
-    prompt_ids = tok(prompt, add_special_tokens=False).input_ids
-    target_ids = tok(point.target, add_special_tokens=False).input_ids
-    ids = torch.tensor([prompt_ids + target_ids])
-    with torch.inference_mode():
-        logits = loaded.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
-    logprobs = torch.log_softmax(logits, dim=-1)
-    target = torch.tensor(target_ids)
-    nll = float(-logprobs[torch.arange(len(target_ids)), target].mean())
-    exact = bool((logits.argmax(-1) == target).all())
-    return nll, exact
-
-
 # --- the run ------------------------------------------------------------------------------
 
 
@@ -530,14 +508,11 @@ def main() -> None:
         print(f"skipped: no real instruments in {instruments.root()} (make real-models)")
         return
     from copilot_cli.core.models import ModelSpec, load_model
-    from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
 
     smollm2 = instruments.root() / instruments.SMOLLM2
     loaded = load_model(ModelSpec(str(smollm2)))
     tmp_dir = tempfile.TemporaryDirectory()
     tmp = Path(tmp_dir.name)
-    compile_templates(CompileOptions(ROOT / "templates", tmp / "bundle", tokenizer=str(smollm2)))
-    bundle = load_bundle(tmp / "bundle")
     rng = random.Random(0)
     repos: list[Repo] = []
     points: list[Point] = []
@@ -551,7 +526,6 @@ def main() -> None:
         )
     print(f"{len(points)} points over {len(repos)} repositories", flush=True)
     recall_rows(repos, points)
-    nll_rows(repos, points, loaded, bundle, rng)
     latency_rows(loaded, smollm2, tmp)
     tmp_dir.cleanup()
 
@@ -600,60 +574,6 @@ def recall_rows(repos: list[Repo], points: list[Point]) -> None:
     print(json.dumps({"recall_1024_by_language": per_language}), flush=True)
 
 
-def nll_rows(repos, points, loaded, bundle, rng) -> None:
-    sample = []
-    for lang in ("python", "go", "javascript"):
-        mine = [p for p in points if p.language == lang]
-        sample += rng.sample(mine, min(MODEL_POINTS, len(mine)))
-    k_of = {id(p): k for k, p in enumerate(points)}
-    bm25 = {}
-    for r, repo in enumerate(repos):
-        mine = [p for p in sample if p.repo == r]
-        ranked = bm25_rankings(repo, mine) if mine else None
-        if ranked is not None:
-            bm25.update({k_of[id(p)]: row for p, row in zip(mine, ranked[0], strict=True)})
-    none = [model_scores(loaded, bundle, p, []) for p in sample]
-    for budget in BUDGETS:
-        results = {"none": none}
-        for method in METHODS[:-1]:
-            results[method] = [
-                model_scores(
-                    loaded,
-                    bundle,
-                    p,
-                    choose_items(repos[p.repo], method, p, budget, k_of[id(p)], bm25),
-                )
-                for p in sample
-            ]
-        nll = {m: statistics.mean(x for x, _ in v) for m, v in results.items()}
-        exact = {m: statistics.mean(e for _, e in v) for m, v in results.items()}
-        peers = {m: v for m, v in nll.items() if m != "ours"}
-        best = min(peers, key=peers.get)
-        emit(
-            f"context: SmolLM2-135M mean NLL of the target line at {budget} tokens, ours vs the "
-            f"best peer ({best})",
-            nll["ours"],
-            peers[best],
-            "nats/token",
-            goal="lower than every peer",
-            passed=nll["ours"] < peers[best],
-            note=f"{len(sample)} points; "
-            + ", ".join(f"{m} {s:.3f}" for m, s in sorted(nll.items())),
-        )
-        best_em = max((m for m in exact if m != "ours"), key=exact.get)
-        emit(
-            f"context: SmolLM2-135M greedy exact match of the line at {budget} tokens, ours vs "
-            f"the best peer ({best_em})",
-            exact["ours"],
-            exact[best_em],
-            "share of points",
-            higher_is_better=True,
-            goal=">= the best peer",
-            passed=exact["ours"] >= exact[best_em],
-            note=", ".join(f"{m} {s:.3f}" for m, s in sorted(exact.items())),
-        )
-
-
 def latency_rows(loaded, smollm2: Path, tmp: Path) -> None:
     """select p95 with a warm index on the standard library (~2,000 files), and the index
     build (cold cache) against that repository's chunk time."""
@@ -680,6 +600,11 @@ def latency_rows(loaded, smollm2: Path, tmp: Path) -> None:
     started = time.perf_counter()
     session = open_session(chunks, registry, loaded.tokenizer)  # reads it back
     warm = time.perf_counter() - started
+    from copilot_cli.context.windows import windows_of
+
+    started = time.perf_counter()
+    windows = windows_of(session.index)  # what the first request of a session builds
+    window_seconds = time.perf_counter() - started
     requests = []
     rng = random.Random(1)
     for file in rng.sample(sorted(session.index.files), 200):
@@ -712,7 +637,9 @@ def latency_rows(loaded, smollm2: Path, tmp: Path) -> None:
         f"a server; median {statistics.median(steady) * 1000:.1f} ms. First pass over the same "
         f"requests (memos empty): p95 {np.percentile(first, 95) * 1000:.1f} ms, median "
         f"{statistics.median(first) * 1000:.1f} ms; the slowest are the longest files (the "
-        "whole prefix is read for names)",
+        f"whole prefix is read for names). The similar-code windows ({len(windows.start)} over "
+        f"{len(windows.paths)} files) are built by a session's first request: "
+        f"{window_seconds:.2f} s",
     )
     emit(
         "context index build vs chunking the same repository",

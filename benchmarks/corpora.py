@@ -5,6 +5,9 @@ machine may reach (npm, Debian, PyPI) at pinned versions and checked against pin
     javascript: fastify 4.28.1, express 4.21.2 (npm tarballs; .js/.ts/.mjs/.cjs files)
     mixed:      black 24.4.2 (its PyPI source distribution: 1.2 MB of Python with 0.2 MB of
                 Markdown docs, a repository as users have them)
+    *-heldout:  black 24.4.2 and httpx 0.27.0 (PyPI sdists), logrus 1.9.0 and gorilla/mux
+                1.8.0 (Debian), mocha 10.2.0 and ws 8.16.0 (npm): the repositories context
+                selection was never tuned on (bench_context_quality)
 
 Python comes from the interpreter's standard library (bench_chunk.corpus). Unpacked under
 benchmarks/.corpora/ (git-ignored); the sha256 of each archive in LANGUAGE.sha256.
@@ -31,8 +34,22 @@ SOURCES = {  # (registry, package, version): published versions never change
     ],
     "javascript": [("npm", "fastify", "4.28.1"), ("npm", "express", "4.21.2")],
     "mixed": [("pypi", "black", "24.4.2")],
+    # held out: repositories context selection was never tuned on (bench_context_quality)
+    "python-heldout": [("pypi", "black", "24.4.2"), ("pypi", "httpx", "0.27.0")],
+    "go-heldout": [
+        ("deb", "golang-github-sirupsen-logrus-dev", "1.9.0-1"),
+        ("deb", "golang-github-gorilla-mux-dev", "1.8.0-1"),
+    ],
+    "javascript-heldout": [("npm", "mocha", "10.2.0"), ("npm", "ws", "8.16.0")],
 }
-SUFFIXES = {"go": (".go",), "javascript": (".js", ".mjs", ".cjs", ".ts"), "mixed": (".py", ".md")}
+SUFFIXES = {
+    "go": (".go",),
+    "javascript": (".js", ".mjs", ".cjs", ".ts"),
+    "mixed": (".py", ".md"),
+    "python-heldout": (".py",),
+    "go-heldout": (".go",),
+    "javascript-heldout": (".js", ".mjs", ".cjs"),
+}
 
 
 def _fetch(kind: str, name: str, version: str, folder: Path) -> Path:

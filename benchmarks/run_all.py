@@ -1,8 +1,10 @@
 """Run every benchmarks/bench_*.py, collect their JSON lines, rewrite benchmarks/RESULTS.md.
 
     python benchmarks/run_all.py [NAME_SUBSTRING ...]
+    python benchmarks/run_all.py --ingest bench_NAME.py OUTPUT_FILE
 
 With names, only matching benchmarks run and only their rows are replaced in RESULTS.md.
+`--ingest` takes the rows of a benchmark run by hand (its stdout, saved) instead of running it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,18 @@ def interpreter(script: Path) -> str:
     return sys.executable
 
 
+def result_rows(script: str, stdout: str) -> list[dict]:
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            if {"name", "ours", "peer", "unit", "ratio"} <= row.keys():
+                row["script"] = script
+                rows.append(row)
+                print(line, flush=True)
+    return rows
+
+
 def run(script: Path) -> list[dict]:
     print(f"== {script.name}", file=sys.stderr, flush=True)
     python = interpreter(script)
@@ -42,14 +56,7 @@ def run(script: Path) -> list[dict]:
         text=True,
         env={**os.environ, "COPILOT_OPT_QUIET": "1"},
     )
-    rows = []
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            if {"name", "ours", "peer", "unit", "ratio"} <= row.keys():
-                row["script"] = script.name
-                rows.append(row)
-                print(line, flush=True)
+    rows = result_rows(script.name, proc.stdout)
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr)
         rows.append(
@@ -96,13 +103,18 @@ def render(rows: list[dict], meta: dict) -> str:
 
 def main() -> None:
     wanted = sys.argv[1:]
+    ingest = wanted[:1] == ["--ingest"]
     scripts = sorted(HERE.glob("bench_*.py"))
-    if wanted:
+    if ingest:
+        scripts = [HERE / wanted[1]]
+    elif wanted:
         scripts = [s for s in scripts if any(w in s.name for w in wanted)]
     previous = json.loads(STORE.read_text()) if STORE.exists() and wanted else []
     rerun = {s.name for s in scripts}
     rows = [r for r in previous if r["script"] not in rerun]
-    for script in scripts:
+    if ingest:
+        rows.extend(result_rows(wanted[1], Path(wanted[2]).read_text()))
+    for script in [] if ingest else scripts:
         rows.extend(run(script))
     rows.sort(key=lambda r: r["script"])
     import torch

@@ -34,6 +34,10 @@ def context_command(
     snippet_format: Annotated[
         str, option("--format", help="auto, xml or file-sep (docs/context.md).")
     ] = "auto",
+    unit: Annotated[
+        str,
+        option("--unit", help="lines (windows of lines) or chunks (whole chunks: chunk KV)."),
+    ] = "lines",
     out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
     bundle: Annotated[
         Path | None, option("--bundle", help="A compiled bundle: render --template with it.")
@@ -60,7 +64,9 @@ def context_command(
         options = OverviewOptions(chunks, registry, top=top, budget=budget)
         payload, text = run_static(session, options, bundle, template)
     else:
-        base = ContextOptions(chunks, registry, budget=budget, format=snippet_format, prefix="")
+        base = ContextOptions(
+            chunks, registry, budget=budget, format=snippet_format, unit=unit, prefix=""
+        )
         if requests is not None:
             payload, text = run_batch(session, base, requests, repo, bundle, template), None
         else:

@@ -20,7 +20,7 @@ from copilot_cli.chunking import Chunk, ChunksHeader, Registry
 from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.fingerprints import cache_dir
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 # Definitions tree-sitter's entities miss in JavaScript/TypeScript: `exports.f = function`,
 # `obj.f = function`, `X.prototype.f = function`, `const f = (...) =>` / `= function`.
 _JS_DEFINES = re.compile(
@@ -81,7 +81,7 @@ class ContextIndex:
     near: list[str | None]
     rank: np.ndarray  # registry rank as a percentile in [0, 1]
     defs: dict[str, list[int]]
-    files: dict[str, list[int]]
+    files: dict[str, list[int]]  # file -> its chunks in byte order (they tile the file)
     language_of: dict[str, str | None]
     postings: dict[str, list[list[int]]]  # term -> [chunk indices, term counts]
     doc_len: np.ndarray
@@ -227,13 +227,14 @@ def build_index_data(
     files: dict[str, list[int]] = {}
     language_of: dict[str, str | None] = {}
     postings: dict[str, list[list[int]]] = {}
+    spans: dict[str, list[tuple[int, int]]] = {}
     doc_len = []
     for i, chunk in enumerate(chunks):
         for name in _defined_names(chunk):
             if len(name) >= 2 and name.lower() not in STOP:
                 defs.setdefault(name, []).append(i)
         for location in chunk.locations:
-            files.setdefault(location.path, []).append(i)
+            spans.setdefault(location.path, []).append((location.start_byte, i))
             language_of[location.path] = chunk.language
         terms = terms_of(chunk.text)
         doc_len.append(len(terms))
@@ -244,6 +245,8 @@ def build_index_data(
             else:
                 row[0].append(i)
                 row[1].append(count)
+    for path, found in spans.items():  # a file's chunks in the order they tile it
+        files[path] = [i for _, i in sorted(found)]
     return {
         "key": key,
         "ids": [c.id for c in chunks],

@@ -10,6 +10,7 @@ from copilot_cli.core.inputs import repository_name_problem
 from copilot_cli.core.options import require, require_count, setting
 
 FORMATS = ("auto", "xml", "file-sep")
+UNITS = ("lines", "chunks")
 # Weights of the signals in a chunk's score (each signal is scaled to [0, 1] first).
 WEIGHTS = {"definition": 4.0, "import": 1.5, "lexical": 0.5, "related": 2.0, "rank": 0.3}
 # ... and of the chunks given whole (code like the code at the cursor helps the model most)
@@ -33,6 +34,10 @@ class ContextOptions:
         format: how snippets are rendered: xml (`<snippet path=...>`), file-sep (the
             `<|file_sep|>path` tokens of StarCoder2 / Qwen2.5-Coder), auto (file-sep when the
             tokenizer has the token, else xml).
+        unit: what a snippet of similar code is: "lines" (windows of a file's lines, merged
+            where they meet: the most like the code at the cursor for the budget) or "chunks"
+            (each window widened to the whole chunks it comes from: what stored chunk KV,
+            `prefill-kv --chunks`, can serve).
         tokenizer: a model folder, GGUF file or tokenizer folder (default: the default model);
             it must be the one the chunks were made with.
     """
@@ -46,10 +51,14 @@ class ContextOptions:
     suffix: str = setting("", yaml=False)
     budget: int = 1024
     format: str = "auto"
+    unit: str = "lines"
     tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         require_count(self.budget, "budget", low=1)
+        require(
+            self.unit in UNITS, "unit", f"unknown unit {self.unit!r}; choose {', '.join(UNITS)}"
+        )
         problem = repository_name_problem(self.file) if self.file else None
         require(problem is None, "file", f"{self.file!r} {problem}")
         require(
@@ -107,7 +116,8 @@ class Chosen:
     signals: dict[str, float]
     reason: str
     text: str = field(repr=False)
-    kind: str = "chunk"  # "chunk": the whole chunk; "signatures": definition lines of a file
+    # "window": lines of a file; "chunk": a whole chunk; "signatures": definition lines
+    kind: str = "chunk"
     chunks: list[str] = field(default_factory=list)  # "signatures": the chunks they come from
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,8 +10,16 @@ import numpy as np
 
 from copilot_cli.context.imports import imports_of, resolve
 from copilot_cli.context.index import STOP, ContextIndex, terms_of
-from copilot_cli.context.options import WEIGHTS, WHOLE_WEIGHTS, Chosen
+from copilot_cli.context.options import WEIGHTS, Chosen
 from copilot_cli.context.render import render_block, snippet_ids, snippet_text
+from copilot_cli.context.windows import (
+    FOLLOW,
+    POOL,
+    WindowIndex,
+    query_of,
+    similarity,
+    windows_of,
+)
 from copilot_cli.core.tokens import literal_counts
 
 NEAR_BEFORE, NEAR_AFTER = 30, 10  # lines around the cursor the query is made of
@@ -21,6 +29,12 @@ MAX_SIGNATURES = 6  # per chunk
 SIGNATURE_BLOCK = 64  # chunks whose signature lines are counted in one batch
 SMALLEST_LINE = 3  # tokens: less budget left than this holds no signature line
 DEFINITION_REST = 0.25  # weight of a chunk's other used definitions after its closest one
+AT_CURSOR = 1.0 / (1 + 1 / 8)  # a name's closeness weight on the cursor's line or the one before
+# The budget's split, decided per request: similar-code windows first, definition lines after.
+SIGNATURES_CALLING = 0.5  # share for definitions when the cursor's lines use outside names
+SIGNATURES_SIMILAR = 0.3  # ... when they do not and a window is SIMILAR (code repeated)
+SIGNATURES_OTHERWISE = 0.5  # ... when neither holds
+SIMILAR = 0.3  # a window's similarity that says another file repeats this code
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _DEFINES = r"(?:def|class|func|function|fn|struct|enum|trait|interface|type|const|let|var)\s+"
 _DEFINED = re.compile(r"\b" + _DEFINES + r"([A-Za-z_$][A-Za-z0-9_$]*)")
@@ -44,6 +58,7 @@ class Signals:
     related: np.ndarray  # chunks of files that define names this file uses (anywhere)
     named: dict[int, list[str]] = field(default_factory=dict)  # chunk -> names it defines, used
     imported: dict[int, str] = field(default_factory=dict)  # chunk -> module that brought it
+    calling: int = 0  # names at the cursor (its line and the one before) defined elsewhere
 
 
 def used_names(request: Request) -> dict[str, float]:
@@ -76,6 +91,7 @@ def signals(index: ContextIndex, request: Request) -> Signals:
         if not targets:
             continue
         share = weight / len(targets) ** 0.5
+        found.calling += weight >= AT_CURSOR
         for i in targets:
             files[index.paths[i][0]] = files.get(index.paths[i][0], 0.0) + share
             best[i] = max(best.get(i, 0.0), share)
@@ -176,6 +192,18 @@ def _reason(i: int, index: ContextIndex, found: Signals, parts: dict[str, float]
 
 
 @dataclass
+class Region:
+    """Lines [start, end) of file `file` (a window index file number), from merged windows;
+    or, when whole chunks are the unit, chunk `chunk` (its lines)."""
+
+    file: int
+    start: int
+    end: int
+    score: float
+    chunk: int | None = None
+
+
+@dataclass
 class Packer:
     """Greedy packing by score; exact: the rendered block is recounted, and while it is over
     the budget the weakest snippet goes."""
@@ -207,41 +235,80 @@ class Packer:
             costs.update(zip(new, counted, strict=True))
         return costs
 
-    def pack(self, whole: list[int], order: list[int], file: str) -> Packed:
-        """Whole chunks in their ranking (`whole`), greedy, into WHOLE_SHARE of the budget
-        (costed by their recorded token counts plus the header); then the signatures of the
-        definitions of the chunks in the signature ranking (`order`), one snippet per file,
-        into the rest; then the exact recount."""
-        packed = Packed()
+    def region_cost(self, windows: WindowIndex, region: Region) -> int:
+        """Tokens of a region's snippet: its lines (memoised per index) and its header."""
+        costs = self.index.memo("region-costs", dict)
+        key = (region.file, region.start, region.end, region.chunk)
+        if key not in costs:
+            text = region_text(self.index, windows, region)
+            costs[key] = literal_counts(self.tokenizer, [text.rstrip("\n") + "\n"])[0]
+        return costs[key] + self.header_cost(windows.paths[region.file])
+
+    def pack(
+        self, windows: WindowIndex, ranked: list[Region], order: list[int], file: str, share: float
+    ) -> Packed:
+        """Similar-code windows in their ranking (`ranked`), merged where they meet, into the
+        budget less `share` of it; then the definition lines of the chunks in the signature
+        ranking (`order`), one snippet per file, into the rest (lines a chosen window already
+        shows left out); then windows again into what the definitions left; then the exact
+        recount."""
+        packed = Packed(windows=windows)
         used = self.count(render_block([], self.fmt, self.separator, intro_only=True))
-        seen: set[str] = set()
-        for i in whole[:SCAN]:
-            if file in self.index.paths[i] or self.index.ids[i] in seen:
-                continue
-            cost = self.index.tokens[i] + self.header_cost(self.index.paths[i][0])
-            if used + cost > self.budget * WHOLE_SHARE:
-                continue
-            packed.whole.append(i)
-            used += cost
-            seen.update((self.index.near[i] or self.index.ids[i], self.index.ids[i]))
+        used = self._add_windows(packed, ranked, used, self.budget * (1 - share))
         rest = [i for i in order[:SCAN] if file not in self.index.paths[i]]
-        rest = [i for i in rest if self.index.ids[i] not in seen]
         for start in range(0, len(rest), SIGNATURE_BLOCK):
             block = rest[start : start + SIGNATURE_BLOCK]
             self.line_costs([x for i in block for x in self.index.signatures_of(i, MAX_SIGNATURES)])
             for i in block:
                 if self.budget - used < SMALLEST_LINE:
-                    return self.exact(packed)
+                    break
                 used = self._add_signatures(packed, i, used)
+        self._add_windows(packed, ranked, used, self.budget)
         return self.exact(packed)
+
+    def _add_windows(self, packed: Packed, ranked: list[Region], used: int, limit: float) -> int:
+        for window in ranked:
+            if used >= limit:
+                break
+            if window.chunk is not None:  # whole chunks: each its own snippet, never merged
+                if any(r.chunk == window.chunk for r in packed.regions):
+                    continue
+                cost = self.region_cost(packed.windows, window)
+                if used + cost <= limit:
+                    packed.regions.append(window)
+                    used += cost
+                continue
+            mine = [r for r in packed.regions if r.file == window.file]
+            meets = [r for r in mine if r.start <= window.end and window.start <= r.end]
+            if meets:
+                merged = Region(
+                    window.file,
+                    min(window.start, *(r.start for r in meets)),
+                    max(window.end, *(r.end for r in meets)),
+                    max(r.score for r in meets),
+                )
+                before = sum(self.region_cost(packed.windows, r) for r in meets)
+                cost = self.region_cost(packed.windows, merged) - before
+                if cost > 0 and used + cost <= limit:
+                    at = packed.regions.index(meets[0])
+                    packed.regions = [r for r in packed.regions if r not in meets]
+                    packed.regions.insert(at, merged)
+                    used += cost
+                continue
+            cost = self.region_cost(packed.windows, window)
+            if used + cost <= limit:
+                packed.regions.append(window)
+                used += cost
+        return used
 
     def _add_signatures(self, packed: Packed, i: int, used: int) -> int:
         path = self.index.paths[i][0]
         signatures = self.index.signatures_of(i, MAX_SIGNATURES)
         costs = self.line_costs(signatures)
+        shown = packed.shown(path)
         for line in signatures:
             lines = packed.signatures.get(path, [])
-            if line in lines:
+            if line in lines or line in shown:
                 continue
             cost = costs[line] + (0 if lines else self.header_cost(path))
             if used + cost <= self.budget:
@@ -251,10 +318,14 @@ class Packer:
         return used
 
     def items(self, packed: Packed) -> list[tuple[str, str]]:
-        """Prompt order: signature snippets, then whole chunks weakest first (the strongest
+        """Prompt order: signature snippets, then windows weakest first (the strongest
         nearest the code)."""
         out = [(path, "\n".join(lines)) for path, lines in packed.signatures.items()]
-        out += [(self.index.paths[i][0], self.index.texts[i]) for i in reversed(packed.whole)]
+        windows = packed.windows
+        out += [
+            (windows.paths[r.file], region_text(self.index, windows, r))
+            for r in reversed(packed.regions)
+        ]
         return out
 
     def exact(self, packed: Packed) -> Packed:
@@ -268,7 +339,8 @@ class Packer:
 
 @dataclass
 class Packed:
-    whole: list[int] = field(default_factory=list)  # strongest first
+    windows: WindowIndex
+    regions: list[Region] = field(default_factory=list)  # strongest first
     signatures: dict[str, list[str]] = field(default_factory=dict)  # path -> lines, in order
     sources: dict[str, list[int]] = field(default_factory=dict)  # path -> chunks, per line
     text: str = ""
@@ -276,10 +348,25 @@ class Packed:
 
     @property
     def empty(self) -> bool:
-        return not self.whole and not self.signatures
+        return not self.regions and not self.signatures
+
+    def shown(self, path: str) -> str:
+        """The text of the chosen windows of `path` (a definition line inside it is there)."""
+        return "\n".join(
+            self.windows.text(r.file, r.start, r.end)
+            for r in self.regions
+            if self.windows.paths[r.file] == path
+        )
+
+
+def region_text(index: ContextIndex, windows: WindowIndex, region: Region) -> str:
+    """A region's snippet text: a whole chunk's own text, or the window's lines."""
+    if region.chunk is not None:
+        return index.texts[region.chunk]
+    return windows.text(region.file, region.start, region.end)
 
     def drop_weakest(self) -> None:
-        """The last signature line added goes first, then the weakest whole chunk."""
+        """The last signature line added goes first, then the weakest window."""
         if self.signatures:
             path = next(reversed(self.signatures))
             self.signatures[path].pop()
@@ -287,63 +374,142 @@ class Packed:
             if not self.signatures[path]:
                 del self.signatures[path], self.sources[path]
         else:
-            self.whole.pop()
+            self.regions.pop()
 
 
-JACCARD_POOL = 256  # the strongest lexical matches, re-ranked by identifier-set overlap
-JACCARD_LINES = 20  # lines before the cursor the overlap is measured against
+def as_chunks(index: ContextIndex, windows: WindowIndex, ranked: list[Region]) -> list[Region]:
+    """Each window as the whole chunks its lines come from, in order, each chunk once: the
+    unit stored chunk KV can serve (a window's lines are rarely one chunk's text)."""
+    out, seen = [], set()
+    for region in ranked:
+        starts = windows.chunk_starts[region.file]
+        chunks = windows.chunk_ids[region.file]
+        for k in range(len(chunks)):
+            i = chunks[k]
+            first = int(starts[k])
+            last = int(starts[k + 1]) if k + 1 < len(chunks) else len(windows.lines[region.file])
+            if first < region.end and region.start < last and i not in seen:
+                seen.add(i)
+                out.append(Region(region.file, first, last, region.score, chunk=i))
+    return out
 
 
-def by_overlap(index: ContextIndex, pool: list[int], request: Request) -> list[int]:
-    """`pool` re-ranked by the Jaccard similarity of each chunk's identifier set with the
-    identifiers of the lines just before the cursor: chunks that read like the code being
-    written (smaller chunks are not penalised by BM25's length normalisation alone)."""
-    near = set(_IDENT.findall("\n".join(request.prefix.split("\n")[-JACCARD_LINES:])))
-    if not near:
-        return pool
-    sets = index.memo("identifier-sets", dict)
-    scored = []
-    for i in pool:
-        if i not in sets:
-            sets[i] = frozenset(_IDENT.findall(index.texts[i]))
-        union = len(near | sets[i])
-        scored.append((-(len(near & sets[i]) / union if union else 0.0), index.ids[i], i))
-    return [i for _, _, i in sorted(scored)]
+def ranked_windows(index: ContextIndex, request: Request) -> list[Region]:
+    """The POOL windows most like the lines before the cursor, best first, each with the
+    FOLLOW lines after it; none of the current file (nor of a chunk it shares)."""
+    windows = windows_of(index)
+    score = similarity(windows, query_of(request.prefix, request.suffix))
+    if request.language is not None:
+        family = FAMILY.get(request.language, request.language)
+        factor = index.memo(
+            ("window-language", family),
+            lambda: np.asarray(
+                [
+                    1.0 if FAMILY.get(x, x) == family else OTHER_LANGUAGE
+                    for x in (index.language_of.get(p) for p in windows.paths)
+                ]
+            )[windows.file_of],
+        )
+        score = score * factor
+    out: list[Region] = []
+    for w in _best_first(score, POOL * 4):
+        if score[w] <= 0 or len(out) >= POOL:
+            break
+        f = int(windows.file_of[w])
+        start, end = int(windows.start[w]), int(windows.end[w])
+        if windows.paths[f] == request.file or any(
+            request.file in index.paths[i] for i in windows.chunks_of(f, start, end)
+        ):
+            continue
+        end = min(end + FOLLOW, len(windows.lines[f]))
+        out.append(Region(f, start, end, float(score[w])))
+    return out
+
+
+def _best_first(score: np.ndarray, k: int) -> list[int]:
+    """The k highest scores, best first, ties by number (sorting all, without sorting all)."""
+    if len(score) > k:
+        cut = np.partition(score, len(score) - k)[len(score) - k]
+        picked = np.nonzero(score >= cut)[0]
+    else:
+        picked = np.arange(len(score))
+    return picked[np.lexsort((picked, -score[picked]))].tolist()
+
+
+def split(found: Signals, ranked: list[Region]) -> float:
+    """The share of the budget definition lines may take, from what the cursor needs: a use
+    of an outside name at the cursor wants its definition; code that another file repeats
+    wants that file's lines; neither, the definitions of what the code near it uses."""
+    if found.calling:
+        return SIGNATURES_CALLING
+    if ranked and ranked[0].score >= SIMILAR:
+        return SIGNATURES_SIMILAR
+    return SIGNATURES_OTHERWISE
 
 
 def choose(
-    index: ContextIndex, request: Request, tokenizer: Any, budget: int, fmt: str, separator: str
+    index: ContextIndex,
+    request: Request,
+    tokenizer: Any,
+    budget: int,
+    fmt: str,
+    separator: str,
+    unit: str = "lines",
 ) -> tuple[list[Chosen], str, int, int]:
     """The chosen snippets (prompt order), the block, its tokens, and how many chunks had any
-    signal."""
+    signal. `unit`: "lines" (windows of lines) or "chunks" (each window as whole chunks)."""
     found = signals(index, request)
     total = scores(index, found, request.language, WEIGHTS)
     order = strongest(index, total, SCAN)
-    lexical = scores(index, found, request.language, WHOLE_WEIGHTS)
-    whole = by_overlap(index, strongest(index, lexical, JACCARD_POOL), request)
+    ranked = ranked_windows(index, request)
+    if unit == "chunks":
+        ranked = as_chunks(index, windows_of(index), ranked)
+    share = split(found, ranked)
     candidates = int(np.count_nonzero((found.definition + found.imports + found.lexical) > 0))
     packer = Packer(index, tokenizer, budget, fmt, separator)
-    packed = packer.pack(whole, order, request.file)
+    packed = packer.pack(windows_of(index), ranked, order, request.file, share)
     out = [
         _signatures_chosen(index, found, total, path, lines, packed.sources[path], packer)
         for path, lines in packed.signatures.items()
     ]
-    for i in reversed(packed.whole):
-        parts = _parts(index, found, i)
-        out.append(
-            Chosen(
-                id=index.ids[i],
-                path=index.paths[i][0],
-                start_line=index.lines[i][0],
-                end_line=index.lines[i][1],
-                tokens=packer.count(index.texts[i]),
-                score=round(float(total[i]), 6),
-                signals=parts,
-                reason=_reason(i, index, found, parts),
-                text=index.texts[i],
-            )
-        )
+    out += [
+        _window_chosen(index, found, total, r, packer, packed.windows)
+        for r in reversed(packed.regions)
+    ]
     return out, packed.text, packed.tokens, candidates
+
+
+def _window_chosen(
+    index: ContextIndex,
+    found: Signals,
+    total: np.ndarray,
+    region: Region,
+    packer: Packer,
+    windows: WindowIndex,
+) -> Chosen:
+    if region.chunk is not None:
+        chunks = [region.chunk]
+    else:
+        chunks = windows.chunks_of(region.file, region.start, region.end)
+    best = max(chunks, key=lambda i: (total[i], -i))
+    text = region_text(index, windows, region)
+    parts = {**_parts(index, found, best), "similarity": round(region.score, 6)}
+    why = f"reads like the code before the cursor (identifier overlap {region.score:.2f})"
+    if best in found.named or best in found.imported:
+        why += "; " + _reason(best, index, found, {"lexical": 0.0})
+    return Chosen(
+        id=index.ids[best],
+        path=windows.paths[region.file],
+        start_line=region.start + 1,
+        end_line=region.end,
+        tokens=packer.count(text),
+        score=round(region.score, 6),
+        signals=parts,
+        reason=why,
+        text=text,
+        kind="window" if region.chunk is None else "chunk",
+        chunks=sorted(dict.fromkeys(index.ids[i] for i in chunks)),
+    )
 
 
 def _parts(index: ContextIndex, found: Signals, i: int) -> dict[str, float]:

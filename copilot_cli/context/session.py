@@ -61,7 +61,7 @@ class ContextSession:
                 f"{options.budget} tokens cannot hold one snippet's header ({smallest} tokens)",
             )
         snippets, text, tokens, candidates = choose(
-            self.index, request, self.tokenizer, options.budget, fmt, separator
+            self.index, request, self.tokenizer, options.budget, fmt, separator, options.unit
         )
         return ContextResult(
             file=request.file,

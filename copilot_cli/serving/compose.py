@@ -117,6 +117,7 @@ class Composer:
                 prefix=request.prefix,
                 suffix=request.suffix,
                 budget=request.budget or self.budget,
+                unit="chunks" if stored else "lines",  # stored KV serves whole chunks only
             )
             result = self.session.select(options)
         except CopilotError as exc:

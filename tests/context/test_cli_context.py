@@ -55,7 +55,8 @@ def test_a_batch_gives_one_line_per_request(runner, chunked, tmp_path):
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [x["file"] for x in lines] == ["src/kvstore/server.py", "worker/main.go"]
     assert lines[1]["tokens"] <= 200 and lines[1]["budget"] == 200
-    assert lines[1]["snippets"][-1]["path"] == "worker/compactor.go"
+    defined = [s for s in lines[1]["snippets"] if s["path"] == "worker/compactor.go"]
+    assert defined and any("Compactor" in s["text"] for s in defined)
 
 
 def test_static_overview_text(runner, chunked, tmp_path):
@@ -77,6 +78,7 @@ def test_static_overview_text(runner, chunked, tmp_path):
         (["--file", "src/kvstore/server.py"], "--cursor"),
         (["--cursor", "3"], "--file"),
         (["--file", "a.py", "--cursor", "1", "--format", "yaml"], "format"),
+        (["--file", "a.py", "--cursor", "1", "--unit", "words"], "unit"),
         (
             ["--file", "src/kvstore/server.py", "--cursor", "3", "--template", "code-completion"],
             "--template",

@@ -147,12 +147,23 @@ def test_the_overview_fits_its_budget_and_names_central_definitions(session):
     assert session.overview(OverviewOptions(budget=150)).text == result.text
 
 
-def test_the_budget_left_after_whole_chunks_holds_signatures_of_the_next(session):
+def test_windows_of_code_like_the_cursors_then_definition_lines(session):
     result = _at(session, "src/kvstore/server.py", 60, budget=1024)
     kinds = [s.kind for s in result.snippets]
-    assert "chunk" in kinds and "signatures" in kinds
-    # signatures first, whole chunks after them (the strongest nearest the code)
-    assert kinds == sorted(kinds, key=lambda k: k == "chunk")
+    assert "window" in kinds and "signatures" in kinds
+    # definition lines first, windows after them (the most similar nearest the code)
+    assert kinds == sorted(kinds, key=lambda k: k == "window")
+    windows = [s for s in result.snippets if s.kind == "window"]
+    assert [s.score for s in windows] == sorted(s.score for s in windows)
+    for snippet in windows:
+        assert snippet.path != "src/kvstore/server.py" and snippet.chunks
+        # a window is the file's own lines, start to end
+        lines = (SAMPLE / snippet.path).read_text().split("\n")
+        assert snippet.text == "\n".join(lines[snippet.start_line - 1 : snippet.end_line])
+        assert snippet.signals["similarity"] > 0 and "reads like" in snippet.reason
+    spans = sorted((s.path, s.start_line, s.end_line) for s in windows)
+    for (p1, _, e1), (p2, s2, _) in zip(spans, spans[1:], strict=False):
+        assert p1 != p2 or s2 > e1  # windows that meet are merged, never repeated
     for snippet in result.snippets:
         if snippet.kind == "signatures":
             assert snippet.chunks and snippet.path != "src/kvstore/server.py"
@@ -161,6 +172,45 @@ def test_the_budget_left_after_whole_chunks_holds_signatures_of_the_next(session
             # each line is a definition's first line, found in the file it names
             source = (SAMPLE / snippet.path).read_text()
             assert all(line.split("(")[0].strip() in source for line in lines)
+            shown = "\n".join(w.text for w in windows if w.path == snippet.path)
+            assert not any(line in shown for line in lines)  # not what a window shows
+
+
+def test_the_most_similar_code_elsewhere_is_found(session):
+    """A cursor in code that another file repeats almost line for line: that file's lines,
+    and the line that follows them there, come last (nearest the cursor)."""
+    lines = (SAMPLE / "src/kvstore/lru.py").read_text().split("\n")
+    start = next(k for k, line in enumerate(lines) if "def " in line and k > 5)
+    prefix = "\n".join(lines[start : start + 8]) + "\n"
+    result = session.select(ContextOptions(file="other/copy.py", prefix=prefix, budget=512))
+    last = result.snippets[-1]  # lru.py or its legacy copy, which repeats it
+    assert last.kind == "window" and last.path.endswith(("lru.py", "lru_old.py"))
+    assert lines[start + 3] in last.text
+    following = next(line for line in lines[start + 8 :] if line.strip())
+    assert following in last.text  # what comes next there is shown
+
+
+def test_the_split_follows_what_the_cursor_needs(session):
+    """A cursor on a use of a name defined in another file gets more definition lines than a
+    cursor in code another file repeats (that file's lines are what it needs)."""
+    from copilot_cli.context import select
+
+    def split_and_signatures(file: str, prefix: str) -> tuple[float, int]:
+        request = select.Request(file, prefix, "", "python")
+        share = select.split(
+            select.signals(session.index, request), select.ranked_windows(session.index, request)
+        )
+        options = ContextOptions(file=file, prefix=prefix, budget=600)
+        snippets = session.select(options).snippets
+        return share, sum(s.tokens for s in snippets if s.kind == "signatures")
+
+    body = "    total = 0\n    for key in keys:\n        total += len(key)\n"
+    calling = split_and_signatures("src/new.py", f"def scan(keys):\n{body}    reader = FrameReader(")
+    lines = (SAMPLE / "src/kvstore/lru.py").read_text().split("\n")
+    start = next(k for k, line in enumerate(lines) if "def " in line and k > 5)
+    repeated = split_and_signatures("other/copy.py", "\n".join(lines[start : start + 8]) + "\n")
+    assert calling[0] == select.SIGNATURES_CALLING > repeated[0] == select.SIGNATURES_SIMILAR
+    assert calling[1] > repeated[1]
 
 
 def test_javascript_assigned_functions_are_definitions():
@@ -180,3 +230,26 @@ def test_javascript_assigned_functions_are_definitions():
     line = signature_line(text, "parse")
     assert line is not None and line.startswith("exports.parse = async function (s)")
     assert "merge" not in line  # a one-line definition does not run into the next
+
+
+def test_chunks_as_the_unit_gives_whole_chunks_stored_kv_can_serve(session):
+    """`unit="chunks"`: every similar-code snippet is one whole chunk, its text the chunk's own
+    (what `prefill-kv --chunks` stored), chosen from the same windows as the lines."""
+    lines = _at(session, "src/kvstore/server.py", 60, budget=1024)
+    chunks = _at(session, "src/kvstore/server.py", 60, budget=1024, unit="chunks")
+    assert chunks.tokens == _count(session, chunks.text) <= 1024
+    whole = [s for s in chunks.snippets if s.kind != "signatures"]
+    assert whole and all(s.kind == "chunk" for s in whole)
+    texts = dict(zip(session.index.ids, session.index.texts, strict=True))
+    assert all(s.chunks == [s.id] and s.text == texts[s.id] for s in whole)
+    assert len({s.id for s in whole}) == len(whole)
+    # the most similar window's chunks come first in the chunks' ranking too
+    best = next(s for s in reversed(lines.snippets) if s.kind == "window")
+    assert whole[-1].id in best.chunks
+
+
+def test_an_unknown_unit_is_refused():
+    from copilot_cli.core.options import OptionError
+
+    with pytest.raises(OptionError, match="unit"):
+        ContextOptions(file="a.py", prefix="", unit="words")
