@@ -4,6 +4,7 @@ itself is never repeated, a stale or damaged index is rebuilt."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from types import SimpleNamespace
@@ -162,7 +163,7 @@ def test_windows_of_code_like_the_cursors_then_definition_lines(session):
         assert snippet.text == "\n".join(lines[snippet.start_line - 1 : snippet.end_line])
         assert snippet.signals["similarity"] > 0 and "reads like" in snippet.reason
     spans = sorted((s.path, s.start_line, s.end_line) for s in windows)
-    for (p1, _, e1), (p2, s2, _) in zip(spans, spans[1:], strict=False):
+    for (p1, _, e1), (p2, s2, _) in itertools.pairwise(spans):
         assert p1 != p2 or s2 > e1  # windows that meet are merged, never repeated
     for snippet in result.snippets:
         if snippet.kind == "signatures":
@@ -205,7 +206,7 @@ def test_the_split_follows_what_the_cursor_needs(session):
         return share, sum(s.tokens for s in snippets if s.kind == "signatures")
 
     body = "    total = 0\n    for key in keys:\n        total += len(key)\n"
-    calling = split_and_signatures("src/new.py", f"def scan(keys):\n{body}    reader = FrameReader(")
+    calling = split_and_signatures("src/new.py", f"def scan(k):\n{body}    reader = FrameReader(")
     lines = (SAMPLE / "src/kvstore/lru.py").read_text().split("\n")
     start = next(k for k, line in enumerate(lines) if "def " in line and k > 5)
     repeated = split_and_signatures("other/copy.py", "\n".join(lines[start : start + 8]) + "\n")
