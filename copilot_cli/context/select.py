@@ -16,8 +16,7 @@ from copilot_cli.context.windows import (
     FOLLOW,
     POOL,
     WindowIndex,
-    query_of,
-    similarity,
+    score_windows,
     windows_of,
 )
 from copilot_cli.core.tokens import literal_counts
@@ -201,6 +200,7 @@ class Region:
     end: int
     score: float
     chunk: int | None = None
+    similar: float = 0.0  # identifier overlap with the lines at the cursor
 
 
 @dataclass
@@ -286,6 +286,7 @@ class Packer:
                     min(window.start, *(r.start for r in meets)),
                     max(window.end, *(r.end for r in meets)),
                     max(r.score for r in meets),
+                    similar=max(r.similar for r in meets),
                 )
                 before = sum(self.region_cost(packed.windows, r) for r in meets)
                 cost = self.region_cost(packed.windows, merged) - before
@@ -390,7 +391,7 @@ def as_chunks(index: ContextIndex, windows: WindowIndex, ranked: list[Region]) -
             last = int(starts[k + 1]) if k + 1 < len(chunks) else len(windows.lines[region.file])
             if first < region.end and region.start < last and i not in seen:
                 seen.add(i)
-                out.append(Region(region.file, first, last, region.score, chunk=i))
+                out.append(Region(region.file, first, last, region.score, i, region.similar))
     return out
 
 
@@ -398,7 +399,7 @@ def ranked_windows(index: ContextIndex, request: Request) -> list[Region]:
     """The POOL windows most like the lines before the cursor, best first, each with the
     FOLLOW lines after it; none of the current file (nor of a chunk it shares)."""
     windows = windows_of(index)
-    score = similarity(windows, query_of(request.prefix, request.suffix))
+    score, overlap = score_windows(windows, request.prefix, request.suffix)
     if request.language is not None:
         family = FAMILY.get(request.language, request.language)
         factor = index.memo(
@@ -422,7 +423,7 @@ def ranked_windows(index: ContextIndex, request: Request) -> list[Region]:
         ):
             continue
         end = min(end + FOLLOW, len(windows.lines[f]))
-        out.append(Region(f, start, end, float(score[w])))
+        out.append(Region(f, start, end, float(score[w]), similar=float(overlap[w])))
     return out
 
 
@@ -442,7 +443,7 @@ def split(found: Signals, ranked: list[Region]) -> float:
     wants that file's lines; neither, the definitions of what the code near it uses."""
     if found.calling:
         return SIGNATURES_CALLING
-    if ranked and ranked[0].score >= SIMILAR:
+    if max((r.similar for r in ranked[:8]), default=0.0) >= SIMILAR:
         return SIGNATURES_SIMILAR
     return SIGNATURES_OTHERWISE
 
@@ -493,8 +494,8 @@ def _window_chosen(
         chunks = windows.chunks_of(region.file, region.start, region.end)
     best = max(chunks, key=lambda i: (total[i], -i))
     text = region_text(index, windows, region)
-    parts = {**_parts(index, found, best), "similarity": round(region.score, 6)}
-    why = f"reads like the code before the cursor (identifier overlap {region.score:.2f})"
+    parts = {**_parts(index, found, best), "similarity": round(region.similar, 6)}
+    why = f"reads like the code before the cursor (identifier overlap {region.similar:.2f})"
     if best in found.named or best in found.imported:
         why += "; " + _reason(best, index, found, {"lexical": 0.0})
     return Chosen(

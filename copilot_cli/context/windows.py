@@ -9,14 +9,22 @@ session needs nothing but its chunks file: a file's text is rebuilt once per ses
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import math
 import re
+import zipfile
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from copilot_cli.context.index import STOP, ContextIndex
+from copilot_cli.context.index import STOP, ContextIndex, terms_of
+from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.fingerprints import cache_dir
 
+WINDOWS_VERSION = 1  # of the cached window index (its arrays)
 WINDOW_LINES = 20  # lines a window is scored on
 STRIDE = 10  # lines between window starts
 FOLLOW = 6  # lines shown after a window: what came next in code like this
@@ -41,6 +49,20 @@ class WindowIndex:
     weight: np.ndarray  # window -> sum of its identifiers' idf
     postings: dict[str, np.ndarray]
     idf: dict[str, float]
+    terms: dict[str, tuple[np.ndarray, np.ndarray]]  # term -> (windows, counts), for BM25
+    length: np.ndarray  # window -> terms
+
+    def bm25(self, query: set[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+        n = len(self.start)
+        scores = np.zeros(n)
+        norm = k1 * (1 - b + b * self.length / max(float(self.length.mean()), 1e-9))
+        for term in sorted(query):  # one order of addition: the same floats every run
+            if term not in self.terms:
+                continue
+            idx, tf = self.terms[term]
+            idf = math.log(1 + (n - len(idx) + 0.5) / (len(idx) + 0.5))
+            scores[idx] += idf * tf * (k1 + 1) / (tf + norm[idx])
+        return scores
 
     def chunks_of(self, file: int, start: int, end: int) -> list[int]:
         """The chunks (index numbers) that lines [start, end) of file `file` come from."""
@@ -53,27 +75,41 @@ class WindowIndex:
         return "\n".join(self.lines[file][start:end])
 
 
-def build(index: ContextIndex) -> WindowIndex:
-    paths = sorted(index.files)
-    lines: list[list[str]] = []
-    chunk_starts, chunk_ids = [], []
-    file_of, starts, ends, sets = [], [], [], []
-    for number, path in enumerate(paths):
+@dataclass
+class Layout:
+    """Every file's lines, rebuilt from its chunks, and where each chunk starts in them."""
+
+    paths: list[str]
+    lines: list[list[str]]
+    chunk_starts: list[np.ndarray]
+    chunk_ids: list[list[int]]
+
+
+def layout(index: ContextIndex) -> Layout:
+    out = Layout(sorted(index.files), [], [], [])
+    for path in out.paths:
         order = index.files[path]
-        at, parts = [], []
-        line = 0
+        at, line = [], 0
         for i in order:
             at.append(line)
-            parts.append(index.texts[i])
             line += index.texts[i].count("\n")
-        text = "".join(parts)
-        own = text.split("\n")
+        own = "".join(index.texts[i] for i in order).split("\n")
         if own and own[-1] == "":
             own.pop()
-        lines.append(own)
-        chunk_starts.append(np.asarray(at, dtype=np.int64))
-        chunk_ids.append(list(order))
+        out.lines.append(own)
+        out.chunk_starts.append(np.asarray(at, dtype=np.int64))
+        out.chunk_ids.append(list(order))
+    return out
+
+
+def build(files: Layout) -> dict[str, np.ndarray]:
+    """The windows of every file and their postings, as flat arrays (what the cache holds)."""
+    file_of, starts, ends, sets = [], [], [], []
+    term_rows: dict[str, tuple[list[int], list[int]]] = {}
+    lengths: list[int] = []
+    for number, own in enumerate(files.lines):
         per_line = [frozenset(_IDENT.findall(x)) for x in own]
+        line_terms = [terms_of(x) for x in own]
         for start in range(0, max(len(own) - (WINDOW_LINES - STRIDE), 1), STRIDE):
             end = min(start + WINDOW_LINES, len(own))
             found: set[str] = set()
@@ -85,32 +121,151 @@ def build(index: ContextIndex) -> WindowIndex:
             starts.append(start)
             ends.append(end)
             sets.append(found)
+            counted = Counter(t for terms in line_terms[start:end] for t in terms)
+            lengths.append(sum(counted.values()))
+            for term, count in counted.items():
+                term_rows.setdefault(term, ([], []))
+                term_rows[term][0].append(len(sets) - 1)
+                term_rows[term][1].append(count)
     documents: dict[str, list[int]] = {}
     for w, found in enumerate(sets):
-        for name in found:
+        for name in sorted(found):
             documents.setdefault(name, []).append(w)
     n = max(len(sets), 1)
-    idf = {
-        name: math.log(1 + (n - len(ws) + 0.5) / (len(ws) + 0.5)) for name, ws in documents.items()
+    names = sorted(documents)
+    idf = [math.log(1 + (n - len(documents[x]) + 0.5) / (len(documents[x]) + 0.5)) for x in names]
+    at = dict(zip(names, idf, strict=True))
+    terms = sorted(term_rows)
+    return {
+        "file_of": np.asarray(file_of, dtype=np.int64),
+        "start": np.asarray(starts, dtype=np.int64),
+        "end": np.asarray(ends, dtype=np.int64),
+        "size": np.asarray([len(x) for x in sets], dtype=np.float64),
+        "weight": np.asarray(
+            [sum(at[x] for x in sorted(found)) for found in sets], dtype=np.float64
+        ),
+        "length": np.asarray(lengths, dtype=np.float64),
+        "names": _strings(names),
+        "name_ptr": _offsets([len(documents[x]) for x in names]),
+        "name_windows": np.asarray([w for x in names for w in documents[x]], dtype=np.int64),
+        "name_idf": np.asarray(idf, dtype=np.float64),
+        "terms": _strings(terms),
+        "term_ptr": _offsets([len(term_rows[t][0]) for t in terms]),
+        "term_windows": np.asarray([w for t in terms for w in term_rows[t][0]], dtype=np.int64),
+        "term_counts": np.asarray([c for t in terms for c in term_rows[t][1]], dtype=np.float64),
     }
+
+
+def _strings(values: list[str]) -> np.ndarray:
+    return np.frombuffer("\n".join(values).encode("utf-8"), dtype=np.uint8)
+
+
+def _offsets(sizes: list[int]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+
+
+def assemble(files: Layout, data: dict[str, np.ndarray]) -> WindowIndex:
+    """A WindowIndex from the layout and the flat arrays (built, or read from the cache)."""
+    names = _names(data["names"])
+    terms = _names(data["terms"])
+    nptr, tptr = data["name_ptr"], data["term_ptr"]
     return WindowIndex(
-        paths=paths,
-        lines=lines,
-        chunk_starts=chunk_starts,
-        chunk_ids=chunk_ids,
-        file_of=np.asarray(file_of, dtype=np.int64),
-        start=np.asarray(starts, dtype=np.int64),
-        end=np.asarray(ends, dtype=np.int64),
-        size=np.asarray([len(x) for x in sets], dtype=np.float64),
-        weight=np.asarray([sum(idf[x] for x in found) for found in sets], dtype=np.float64),
-        postings={name: np.asarray(ws, dtype=np.int64) for name, ws in documents.items()},
-        idf=idf,
+        paths=files.paths,
+        lines=files.lines,
+        chunk_starts=files.chunk_starts,
+        chunk_ids=files.chunk_ids,
+        file_of=data["file_of"],
+        start=data["start"],
+        end=data["end"],
+        size=data["size"],
+        weight=data["weight"],
+        postings={x: data["name_windows"][nptr[k] : nptr[k + 1]] for k, x in enumerate(names)},
+        idf=dict(zip(names, data["name_idf"].tolist(), strict=True)),
+        terms={
+            t: (
+                data["term_windows"][tptr[k] : tptr[k + 1]],
+                data["term_counts"][tptr[k] : tptr[k + 1]],
+            )
+            for k, t in enumerate(terms)
+        },
+        length=data["length"],
     )
+
+
+def _names(raw: np.ndarray) -> list[str]:
+    text = raw.tobytes().decode("utf-8")
+    return text.split("\n") if text else []
+
+
+def _sound(files: Layout, data: dict[str, np.ndarray]) -> bool:
+    """A cached entry fits this layout: every array the right shape, every number in range."""
+    n = len(data["start"])
+    names, terms = _names(data["names"]), _names(data["terms"])
+    if any(len(data[k]) != n for k in ("file_of", "end", "size", "weight", "length")):
+        return False
+    if len(data["name_ptr"]) != len(names) + 1 or len(data["term_ptr"]) != len(terms) + 1:
+        return False
+    if len(data["name_idf"]) != len(names) or len(data["term_counts"]) != len(data["term_windows"]):
+        return False
+    if data["name_ptr"][-1] != len(data["name_windows"]) or data["term_ptr"][-1] != len(
+        data["term_windows"]
+    ):
+        return False
+    if np.any(np.diff(data["name_ptr"]) < 0) or np.any(np.diff(data["term_ptr"]) < 0):
+        return False
+    for key in ("name_windows", "term_windows"):
+        if len(data[key]) and (data[key].min() < 0 or data[key].max() >= n):
+            return False
+    if n and (data["file_of"].min() < 0 or data["file_of"].max() >= len(files.lines)):
+        return False
+    sizes = np.asarray([len(x) for x in files.lines], dtype=np.int64)
+    return bool(
+        n == 0
+        or (
+            (data["start"] >= 0).all()
+            and (data["start"] < data["end"]).all()
+            and (data["end"] <= sizes[data["file_of"]]).all()
+        )
+    )
+
+
+def cached(index: ContextIndex) -> WindowIndex:
+    """The window index, read from the cache folder when an entry for these chunks (and these
+    window settings) is there and sound, else built and cached (sha256 line first, as the
+    context index is: a damaged entry is rebuilt)."""
+    files = layout(index)
+    name = f"{index.key}.windows-{WINDOWS_VERSION}-{WINDOW_LINES}-{STRIDE}.npz"
+    path = cache_dir() / "context" / name
+    data = None
+    try:
+        raw = path.read_bytes()
+        digest, _, body = raw.partition(b"\n")
+        if digest.decode() == hashlib.sha256(body).hexdigest():
+            with np.load(io.BytesIO(body), allow_pickle=False) as loaded:
+                data = {k: loaded[k] for k in loaded.files}
+            if set(data) != _KEYS or not _sound(files, data):
+                data = None
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, zipfile.BadZipFile):
+        data = None
+    if data is None:
+        data = build(files)
+        buffer = io.BytesIO()
+        np.savez(buffer, **data)
+        body = buffer.getvalue()
+        with contextlib.suppress(OSError):  # a read-only cache: built again next time
+            write_bytes(path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    return assemble(files, data)
+
+
+_KEYS = {
+    "file_of", "start", "end", "size", "weight", "length", "names", "name_ptr", "name_windows",
+    "name_idf", "terms", "term_ptr", "term_windows", "term_counts",
+}  # fmt: skip
 
 
 def windows_of(index: ContextIndex) -> WindowIndex:
     """The window index of `index` (built on first use, kept with the index)."""
-    return index.memo("windows", lambda: build(index))
+    return index.memo("windows", lambda: cached(index))
 
 
 def query_of(prefix: str, suffix: str = "") -> dict[str, float]:
@@ -120,6 +275,15 @@ def query_of(prefix: str, suffix: str = "") -> dict[str, float]:
     near = prefix.split("\n")[-QUERY_LINES:] + suffix.split("\n")[:SUFFIX_LINES]
     names = dict.fromkeys(_IDENT.findall("\n".join(near)), 1.0)
     return {x: w for x, w in names.items() if x.lower() not in STOP}
+
+
+def score_windows(windows: WindowIndex, prefix: str, suffix: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each window's BM25 against the terms of the lines at the cursor (what ranks them), and
+    its identifier overlap with them (how alike they read: what the budget's split and the
+    reasons use)."""
+    near = prefix.split("\n")[-QUERY_LINES:] + suffix.split("\n")[:SUFFIX_LINES]
+    bm25 = windows.bm25(set(terms_of("\n".join(near))))
+    return bm25, similarity(windows, query_of(prefix, suffix))
 
 
 def similarity(windows: WindowIndex, query: dict[str, float]) -> np.ndarray:

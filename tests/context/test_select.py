@@ -139,6 +139,46 @@ def test_a_damaged_index_cache_entry_is_rebuilt(chunked, session):
     assert digest.decode() == hashlib.sha256(body).hexdigest()  # written again, intact
 
 
+def test_the_windows_are_cached_and_a_damaged_or_foreign_entry_is_rebuilt(chunked, session):
+    """The window index is cached beside the context index; a session reading it back chooses
+    byte for byte what a session that built it chose; a flipped byte or a resealed entry of
+    the wrong shape is rebuilt, never trusted."""
+    import hashlib
+    import io
+
+    import numpy as np
+
+    from copilot_cli.context.windows import windows_of
+
+    first = _at(session, "src/kvstore/server.py", 60).to_dict()
+    windows_of(session.index)
+    (path,) = (cache_dir_context() / "").glob(f"{session.index.key}.windows-*.npz")
+
+    def again() -> dict:
+        fresh = open_session(chunked["chunks"], chunked["registry"])
+        return _at(fresh, "src/kvstore/server.py", 60).to_dict()
+
+    assert again() == first  # read back from the cache
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-10] + b"0000000000")
+    assert again() == first and path.read_bytes() == raw  # damaged: rebuilt, the same
+    body = raw.partition(b"\n")[2]
+    with np.load(io.BytesIO(body)) as loaded:
+        data = {k: loaded[k] for k in loaded.files}
+    data["end"] = data["end"] + 10_000  # windows past their files' ends, resealed
+    buffer = io.BytesIO()
+    np.savez(buffer, **data)
+    forged = buffer.getvalue()
+    path.write_bytes(hashlib.sha256(forged).hexdigest().encode() + b"\n" + forged)
+    assert again() == first and path.read_bytes() == raw
+
+
+def cache_dir_context():
+    from copilot_cli.core.fingerprints import cache_dir
+
+    return cache_dir() / "context"
+
+
 def test_the_overview_fits_its_budget_and_names_central_definitions(session):
     from copilot_cli.context import OverviewOptions
 
