@@ -594,17 +594,18 @@ def latency_rows(loaded, smollm2: Path, tmp: Path) -> None:
     ).summary
     chunk_seconds = time.perf_counter() - started
     os.environ["COPILOT_OPT_CACHE_DIR"] = str(tmp / "cache")
-    started = time.perf_counter()
-    open_session(chunks, registry, loaded.tokenizer)  # builds and caches the index
-    cold = time.perf_counter() - started
-    started = time.perf_counter()
-    session = open_session(chunks, registry, loaded.tokenizer)  # reads it back
-    warm = time.perf_counter() - started
     from copilot_cli.context.windows import windows_of
 
     started = time.perf_counter()
-    windows = windows_of(session.index)  # what the first request of a session builds
-    window_seconds = time.perf_counter() - started
+    session = open_session(chunks, registry, loaded.tokenizer)  # builds and caches the index
+    opened = time.perf_counter()
+    windows_of(session.index)  # ... and the window index (a session's first request does it)
+    cold = time.perf_counter() - started
+    window_seconds = time.perf_counter() - opened
+    started = time.perf_counter()
+    session = open_session(chunks, registry, loaded.tokenizer)  # reads both back
+    windows = windows_of(session.index)
+    warm = time.perf_counter() - started
     requests = []
     rng = random.Random(1)
     for file in rng.sample(sorted(session.index.files), 200):
@@ -637,9 +638,8 @@ def latency_rows(loaded, smollm2: Path, tmp: Path) -> None:
         f"a server; median {statistics.median(steady) * 1000:.1f} ms. First pass over the same "
         f"requests (memos empty): p95 {np.percentile(first, 95) * 1000:.1f} ms, median "
         f"{statistics.median(first) * 1000:.1f} ms; the slowest are the longest files (the "
-        f"whole prefix is read for names). The similar-code windows ({len(windows.start)} over "
-        f"{len(windows.paths)} files) are built by a session's first request: "
-        f"{window_seconds:.2f} s",
+        f"whole prefix is read for names). {len(windows.start)} similar-code windows over "
+        f"{len(windows.paths)} files",
     )
     emit(
         "context index build vs chunking the same repository",
@@ -649,8 +649,9 @@ def latency_rows(loaded, smollm2: Path, tmp: Path) -> None:
         goal="<= 10% of the chunk time",
         passed=cold - warm <= 0.1 * chunk_seconds,
         note=f"{summary.files} files; index build = a cold open ({cold:.2f} s: read and check "
-        f"the chunks and registry, build, cache) minus a warm one ({warm:.2f} s: the same, the "
-        f"index read back); chunk {chunk_seconds:.1f} s (--jobs default, cache off)",
+        f"the chunks and registry, build and cache the context index and the window index, "
+        f"the windows {window_seconds:.2f} s of it) minus a warm one ({warm:.2f} s: the same, "
+        f"both read back); chunk {chunk_seconds:.1f} s (--jobs default, cache off)",
     )
 
 

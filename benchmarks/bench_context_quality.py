@@ -444,6 +444,17 @@ def main() -> None:
             f"all {time.perf_counter() - started:.0f} s",
             flush=True,
         )
+        if not args.no_emit and args.set == "all" and not args.points:
+            minutes = (time.perf_counter() - started) / 60
+            emit(
+                "context quality bench: wall time of both sets (chunking, selection, scoring)",
+                minutes,
+                30.0,
+                "minutes",
+                goal="<= 30 minutes on 2 cores",
+                passed=minutes <= 30,
+                note=f"{scorer.forwards} (point, method) pairs scored in {scorer.seconds:.0f} s",
+            )
 
 
 if __name__ == "__main__":

@@ -11,10 +11,8 @@ from copilot_cli.core.options import require, require_count, setting
 
 FORMATS = ("auto", "xml", "file-sep")
 UNITS = ("lines", "chunks")
-# Weights of the signals in a chunk's score (each signal is scaled to [0, 1] first).
+# Weights of the signals in a chunk's score for definition lines (each scaled to [0, 1] first).
 WEIGHTS = {"definition": 4.0, "import": 1.5, "lexical": 0.5, "related": 2.0, "rank": 0.3}
-# ... and of the chunks given whole (code like the code at the cursor helps the model most)
-WHOLE_WEIGHTS = {"definition": 0.0, "import": 0.0, "lexical": 1.0, "related": 0.0, "rank": 0.0}
 
 
 @dataclass(frozen=True)

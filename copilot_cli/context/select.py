@@ -23,7 +23,6 @@ from copilot_cli.core.tokens import literal_counts
 
 NEAR_BEFORE, NEAR_AFTER = 30, 10  # lines around the cursor the query is made of
 SCAN = 512  # chunks considered for packing, strongest first
-WHOLE_SHARE = 0.6  # of the budget for whole chunks; the rest: signatures
 MAX_SIGNATURES = 6  # per chunk
 SIGNATURE_BLOCK = 64  # chunks whose signature lines are counted in one batch
 SMALLEST_LINE = 3  # tokens: less budget left than this holds no signature line
