@@ -47,22 +47,40 @@ class WindowIndex:
     end: np.ndarray  # window -> one past its last scored line
     size: np.ndarray  # window -> distinct identifiers
     weight: np.ndarray  # window -> sum of its identifiers' idf
-    postings: dict[str, np.ndarray]
-    idf: dict[str, float]
-    terms: dict[str, tuple[np.ndarray, np.ndarray]]  # term -> (windows, counts), for BM25
+    name_at: dict[str, int]  # identifier -> its row in the name postings
+    name_ptr: np.ndarray
+    name_windows: np.ndarray
+    name_idf: np.ndarray
+    term_at: dict[str, int]  # term -> its row in the term postings (BM25)
+    term_ptr: np.ndarray
+    term_windows: np.ndarray
+    term_counts: np.ndarray
     length: np.ndarray  # window -> terms
 
     def bm25(self, query: set[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
         n = len(self.start)
-        scores = np.zeros(n)
-        norm = k1 * (1 - b + b * self.length / max(float(self.length.mean()), 1e-9))
-        for term in sorted(query):  # one order of addition: the same floats every run
-            if term not in self.terms:
-                continue
-            idx, tf = self.terms[term]
-            idf = math.log(1 + (n - len(idx) + 0.5) / (len(idx) + 0.5))
-            scores[idx] += idf * tf * (k1 + 1) / (tf + norm[idx])
-        return scores
+        rows = sorted(self.term_at[t] for t in query if t in self.term_at)
+        if not rows or not n:
+            return np.zeros(n)
+        norm = self._norm(k1, b)
+        idx = np.concatenate(
+            [self.term_windows[self.term_ptr[r] : self.term_ptr[r + 1]] for r in rows]
+        )
+        tf = np.concatenate(
+            [self.term_counts[self.term_ptr[r] : self.term_ptr[r + 1]] for r in rows]
+        )
+        sizes = np.diff(self.term_ptr)[rows]
+        idf = np.asarray([math.log(1 + (n - int(m) + 0.5) / (int(m) + 0.5)) for m in sizes])
+        weights = np.repeat(idf, sizes) * tf * (k1 + 1) / (tf + norm[idx])
+        return np.bincount(idx, weights=weights, minlength=n)
+
+    def _norm(self, k1: float, b: float) -> np.ndarray:
+        key = (k1, b)
+        if getattr(self, "_norm_key", None) != key:
+            average = max(float(self.length.mean()), 1e-9) if len(self.length) else 1.0
+            self._norm_values = k1 * (1 - b + b * self.length / average)
+            self._norm_key = key
+        return self._norm_values
 
     def chunks_of(self, file: int, start: int, end: int) -> list[int]:
         """The chunks (index numbers) that lines [start, end) of file `file` come from."""
@@ -166,9 +184,6 @@ def _offsets(sizes: list[int]) -> np.ndarray:
 
 def assemble(files: Layout, data: dict[str, np.ndarray]) -> WindowIndex:
     """A WindowIndex from the layout and the flat arrays (built, or read from the cache)."""
-    names = _names(data["names"])
-    terms = _names(data["terms"])
-    nptr, tptr = data["name_ptr"], data["term_ptr"]
     return WindowIndex(
         paths=files.paths,
         lines=files.lines,
@@ -179,15 +194,14 @@ def assemble(files: Layout, data: dict[str, np.ndarray]) -> WindowIndex:
         end=data["end"],
         size=data["size"],
         weight=data["weight"],
-        postings={x: data["name_windows"][nptr[k] : nptr[k + 1]] for k, x in enumerate(names)},
-        idf=dict(zip(names, data["name_idf"].tolist(), strict=True)),
-        terms={
-            t: (
-                data["term_windows"][tptr[k] : tptr[k + 1]],
-                data["term_counts"][tptr[k] : tptr[k + 1]],
-            )
-            for k, t in enumerate(terms)
-        },
+        name_at={x: k for k, x in enumerate(_names(data["names"]))},
+        name_ptr=data["name_ptr"],
+        name_windows=data["name_windows"],
+        name_idf=data["name_idf"],
+        term_at={x: k for k, x in enumerate(_names(data["terms"]))},
+        term_ptr=data["term_ptr"],
+        term_windows=data["term_windows"],
+        term_counts=data["term_counts"],
         length=data["length"],
     )
 
@@ -290,16 +304,21 @@ def similarity(windows: WindowIndex, query: dict[str, float]) -> np.ndarray:
     """Each window's idf-weighted Jaccard overlap with the query's identifiers: shared weight
     over the weight of the union (a name every file uses counts little)."""
     n = len(windows.start)
-    known = [q for q in query if q in windows.postings]
+    known = [q for q in query if q in windows.name_at]
     if not known or not n:
         return np.zeros(n)
-    hits = np.concatenate([windows.postings[q] for q in known])
-    sizes = [len(windows.postings[q]) for q in known]
-    idf = np.repeat([windows.idf[q] for q in known], sizes)
+    rows = [windows.name_at[q] for q in known]
+    ptr = windows.name_ptr
+    hits = np.concatenate([windows.name_windows[ptr[r] : ptr[r + 1]] for r in rows])
+    sizes = np.diff(ptr)[rows]
+    idf = np.repeat(windows.name_idf[rows], sizes)
     boost = np.repeat([query[q] for q in known], sizes)
     shared = np.bincount(hits, weights=idf * boost, minlength=n)
     shared_idf = np.bincount(hits, weights=idf, minlength=n)
-    unseen = max(windows.idf.values(), default=1.0)  # a query name no window has: rare
-    total = sum(windows.idf.get(q, unseen) * w for q, w in query.items())
+    unseen = float(windows.name_idf.max()) if len(windows.name_idf) else 1.0  # a new name: rare
+    at = windows.name_at
+    total = sum(
+        (float(windows.name_idf[at[q]]) if q in at else unseen) * w for q, w in query.items()
+    )
     union = total + windows.weight - shared_idf
     return np.divide(shared, union, out=np.zeros(n), where=union > 0)
