@@ -15,7 +15,6 @@ import io
 import math
 import re
 import zipfile
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,56 +120,104 @@ def layout(index: ContextIndex) -> Layout:
 
 
 def build(files: Layout) -> dict[str, np.ndarray]:
-    """The windows of every file and their postings, as flat arrays (what the cache holds)."""
-    file_of, starts, ends, sets = [], [], [], []
-    term_rows: dict[str, tuple[list[int], list[int]]] = {}
-    lengths: list[int] = []
+    """The windows of every file and their postings, as flat arrays (what the cache holds):
+    identifiers read once per line, the rest done on arrays (a window's tokens are one slice
+    of the repository's)."""
+    vocab: dict[str, int] = {}
+    names: list[str] = []
+    tokens: list[int] = []
+    line_ptr = [0]
+    first_line = []
+    for own in files.lines:
+        first_line.append(len(line_ptr) - 1)
+        for line in own:
+            for x in _IDENT.findall(line):
+                k = vocab.get(x)
+                if k is None:
+                    k = vocab[x] = len(names)
+                    names.append(x)
+                tokens.append(k)
+            line_ptr.append(len(tokens))
+    ptr = np.asarray(line_ptr, dtype=np.int64)
+    toks = np.asarray(tokens, dtype=np.int64)
+    rank = np.empty(len(names), dtype=np.int64)  # a name's place in string order
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    by_rank = sorted(names)
+    kept = np.asarray([x.lower() not in STOP for x in by_rank], dtype=bool)
+    spans = []  # (file, start, end, first token, one past the last)
     for number, own in enumerate(files.lines):
-        per_line = [frozenset(_IDENT.findall(x)) for x in own]
-        line_terms = [terms_of(x) for x in own]
+        g = first_line[number]
         for start in range(0, max(len(own) - (WINDOW_LINES - STRIDE), 1), STRIDE):
             end = min(start + WINDOW_LINES, len(own))
-            found: set[str] = set()
-            found.update(*per_line[start:end])
-            found = {x for x in found if x.lower() not in STOP}
-            if not found:
-                continue
-            file_of.append(number)
-            starts.append(start)
-            ends.append(end)
-            sets.append(found)
-            counted = Counter(t for terms in line_terms[start:end] for t in terms)
-            lengths.append(sum(counted.values()))
-            for term, count in counted.items():
-                term_rows.setdefault(term, ([], []))
-                term_rows[term][0].append(len(sets) - 1)
-                term_rows[term][1].append(count)
-    documents: dict[str, list[int]] = {}
-    for w, found in enumerate(sets):
-        for name in sorted(found):
-            documents.setdefault(name, []).append(w)
-    n = max(len(sets), 1)
-    names = sorted(documents)
-    idf = [math.log(1 + (n - len(documents[x]) + 0.5) / (len(documents[x]) + 0.5)) for x in names]
-    at = dict(zip(names, idf, strict=True))
-    terms = sorted(term_rows)
+            spans.append((number, start, end, int(ptr[g + start]), int(ptr[g + end])))
+    table = np.asarray(spans, dtype=np.int64).reshape(-1, 5)
+    lengths = table[:, 4] - table[:, 3]
+    offsets = np.cumsum(lengths) - lengths
+    where = np.repeat(table[:, 3] - offsets, lengths) + np.arange(int(lengths.sum()))
+    owner = np.repeat(np.arange(len(table)), lengths)
+    ranks = rank[toks[where]]
+    keep = kept[ranks]
+    pairs = np.unique(owner[keep] * len(by_rank) + ranks[keep])  # distinct (window, name)
+    pair_window, pair_name = pairs // max(len(by_rank), 1), pairs % max(len(by_rank), 1)
+    size = np.bincount(pair_window, minlength=len(table))
+    alive = size > 0  # a window of keywords alone is no window
+    renumber = np.cumsum(alive) - 1
+    pair_window = renumber[pair_window]
+    n = int(alive.sum())
+    df = np.bincount(pair_name, minlength=len(by_rank))
+    present = np.nonzero(df)[0]
+    idf_of = np.zeros(len(by_rank))
+    idf_of[present] = [
+        math.log(1 + (max(n, 1) - int(d) + 0.5) / (int(d) + 0.5)) for d in df[present]
+    ]
+    weight = np.bincount(pair_window, weights=idf_of[pair_name], minlength=n)
+    by_name = np.lexsort((pair_window, pair_name))
+    # terms: each token's name's terms (terms_of: identifiers and their parts)
+    term_vocab: dict[str, int] = {}
+    term_names: list[str] = []
+    name_terms: list[list[int]] = []
+    for x in by_rank:
+        row = []
+        for t in terms_of(x):
+            k = term_vocab.get(t)
+            if k is None:
+                k = term_vocab[t] = len(term_names)
+                term_names.append(t)
+            row.append(k)
+        name_terms.append(row)
+    term_rank = np.empty(len(term_names), dtype=np.int64)
+    term_rank[sorted(range(len(term_names)), key=term_names.__getitem__)] = np.arange(
+        len(term_names)
+    )
+    counts = np.asarray([len(r) for r in name_terms], dtype=np.int64)
+    flat = term_rank[np.asarray([t for r in name_terms for t in r], dtype=np.int64)]
+    starts = np.cumsum(counts) - counts
+    live = alive[owner]
+    per = counts[ranks[live]]
+    at = np.repeat(starts[ranks[live]] - (np.cumsum(per) - per), per) + np.arange(int(per.sum()))
+    term_tokens = flat[at]
+    term_window = np.repeat(renumber[owner[live]], per)
+    width = max(len(term_names), 1)
+    keys, tf = np.unique(term_tokens * n + term_window, return_counts=True) if n else ([], [])
+    keys = np.asarray(keys, dtype=np.int64)
+    term_sorted = sorted(term_names)
+    term_df = np.bincount(keys // max(n, 1), minlength=width) if n else np.zeros(width, int)
+    present_terms = np.nonzero(term_df)[0]
     return {
-        "file_of": np.asarray(file_of, dtype=np.int64),
-        "start": np.asarray(starts, dtype=np.int64),
-        "end": np.asarray(ends, dtype=np.int64),
-        "size": np.asarray([len(x) for x in sets], dtype=np.float64),
-        "weight": np.asarray(
-            [sum(at[x] for x in sorted(found)) for found in sets], dtype=np.float64
-        ),
-        "length": np.asarray(lengths, dtype=np.float64),
-        "names": _strings(names),
-        "name_ptr": _offsets([len(documents[x]) for x in names]),
-        "name_windows": np.asarray([w for x in names for w in documents[x]], dtype=np.int64),
-        "name_idf": np.asarray(idf, dtype=np.float64),
-        "terms": _strings(terms),
-        "term_ptr": _offsets([len(term_rows[t][0]) for t in terms]),
-        "term_windows": np.asarray([w for t in terms for w in term_rows[t][0]], dtype=np.int64),
-        "term_counts": np.asarray([c for t in terms for c in term_rows[t][1]], dtype=np.float64),
+        "file_of": table[alive, 0],
+        "start": table[alive, 1],
+        "end": table[alive, 2],
+        "size": size[alive].astype(np.float64),
+        "weight": weight,
+        "length": np.bincount(term_window, minlength=n).astype(np.float64),
+        "names": _strings([by_rank[k] for k in present]),
+        "name_ptr": _offsets(df[present].tolist()),
+        "name_windows": pair_window[by_name].astype(np.int64),
+        "name_idf": idf_of[present],
+        "terms": _strings([term_sorted[k] for k in present_terms]),
+        "term_ptr": _offsets(term_df[present_terms].tolist()),
+        "term_windows": keys % max(n, 1),
+        "term_counts": np.asarray(tf, dtype=np.float64),
     }
 
 
