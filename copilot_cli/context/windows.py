@@ -119,10 +119,9 @@ def layout(index: ContextIndex) -> Layout:
     return out
 
 
-def build(files: Layout) -> dict[str, np.ndarray]:
-    """The windows of every file and their postings, as flat arrays (what the cache holds):
-    identifiers read once per line, the rest done on arrays (a window's tokens are one slice
-    of the repository's)."""
+def _identifiers(files: Layout) -> tuple[list[str], np.ndarray, np.ndarray, list[int]]:
+    """Every identifier of every line, as numbers (names in first-seen order), with where
+    each line's start in that array and each file's first line."""
     vocab: dict[str, int] = {}
     names: list[str] = []
     tokens: list[int] = []
@@ -138,13 +137,44 @@ def build(files: Layout) -> dict[str, np.ndarray]:
                     names.append(x)
                 tokens.append(k)
             line_ptr.append(len(tokens))
-    ptr = np.asarray(line_ptr, dtype=np.int64)
-    toks = np.asarray(tokens, dtype=np.int64)
-    rank = np.empty(len(names), dtype=np.int64)  # a name's place in string order
-    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-    by_rank = sorted(names)
-    kept = np.asarray([x.lower() not in STOP for x in by_rank], dtype=bool)
-    spans = []  # (file, start, end, first token, one past the last)
+    return (
+        names,
+        np.asarray(tokens, dtype=np.int64),
+        np.asarray(line_ptr, dtype=np.int64),
+        first_line,
+    )
+
+
+def _name_terms(by_rank: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each name's BM25 terms (terms_of) as term ranks (string order), flat, with how many
+    each name has, and the terms in that order."""
+    term_vocab: dict[str, int] = {}
+    term_names: list[str] = []
+    name_terms: list[list[int]] = []
+    for x in by_rank:
+        row = []
+        for t in terms_of(x):
+            k = term_vocab.get(t)
+            if k is None:
+                k = term_vocab[t] = len(term_names)
+                term_names.append(t)
+            row.append(k)
+        name_terms.append(row)
+    term_rank = np.empty(len(term_names), dtype=np.int64)
+    order = sorted(range(len(term_names)), key=term_names.__getitem__)
+    term_rank[order] = np.arange(len(term_names))
+    counts = np.asarray([len(r) for r in name_terms], dtype=np.int64)
+    flat = term_rank[np.asarray([t for r in name_terms for t in r], dtype=np.int64)]
+    return flat, counts, sorted(term_names)
+
+
+def _window_tokens(
+    files: Layout, ptr: np.ndarray, first_line: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate window as (file, start, end, first token, one past its last), and the
+    token positions of all of them with the window each belongs to (a window's tokens are
+    one slice of the repository's)."""
+    spans = []
     for number, own in enumerate(files.lines):
         g = first_line[number]
         for start in range(0, max(len(own) - (WINDOW_LINES - STRIDE), 1), STRIDE):
@@ -154,7 +184,19 @@ def build(files: Layout) -> dict[str, np.ndarray]:
     lengths = table[:, 4] - table[:, 3]
     offsets = np.cumsum(lengths) - lengths
     where = np.repeat(table[:, 3] - offsets, lengths) + np.arange(int(lengths.sum()))
-    owner = np.repeat(np.arange(len(table)), lengths)
+    return table, where, np.repeat(np.arange(len(table)), lengths)
+
+
+def build(files: Layout) -> dict[str, np.ndarray]:
+    """The windows of every file and their postings, as flat arrays (what the cache holds):
+    identifiers read once per line, the rest done on arrays (a window's tokens are one slice
+    of the repository's)."""
+    names, toks, ptr, first_line = _identifiers(files)
+    rank = np.empty(len(names), dtype=np.int64)  # a name's place in string order
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    by_rank = sorted(names)
+    kept = np.asarray([x.lower() not in STOP for x in by_rank], dtype=bool)
+    table, where, owner = _window_tokens(files, ptr, first_line)
     ranks = rank[toks[where]]
     keep = kept[ranks]
     pairs = np.unique(owner[keep] * len(by_rank) + ranks[keep])  # distinct (window, name)
@@ -172,35 +214,16 @@ def build(files: Layout) -> dict[str, np.ndarray]:
     ]
     weight = np.bincount(pair_window, weights=idf_of[pair_name], minlength=n)
     by_name = np.lexsort((pair_window, pair_name))
-    # terms: each token's name's terms (terms_of: identifiers and their parts)
-    term_vocab: dict[str, int] = {}
-    term_names: list[str] = []
-    name_terms: list[list[int]] = []
-    for x in by_rank:
-        row = []
-        for t in terms_of(x):
-            k = term_vocab.get(t)
-            if k is None:
-                k = term_vocab[t] = len(term_names)
-                term_names.append(t)
-            row.append(k)
-        name_terms.append(row)
-    term_rank = np.empty(len(term_names), dtype=np.int64)
-    term_rank[sorted(range(len(term_names)), key=term_names.__getitem__)] = np.arange(
-        len(term_names)
-    )
-    counts = np.asarray([len(r) for r in name_terms], dtype=np.int64)
-    flat = term_rank[np.asarray([t for r in name_terms for t in r], dtype=np.int64)]
+    flat, counts, term_sorted = _name_terms(by_rank)
     starts = np.cumsum(counts) - counts
     live = alive[owner]
     per = counts[ranks[live]]
     at = np.repeat(starts[ranks[live]] - (np.cumsum(per) - per), per) + np.arange(int(per.sum()))
     term_tokens = flat[at]
     term_window = np.repeat(renumber[owner[live]], per)
-    width = max(len(term_names), 1)
+    width = max(len(term_sorted), 1)
     keys, tf = np.unique(term_tokens * n + term_window, return_counts=True) if n else ([], [])
     keys = np.asarray(keys, dtype=np.int64)
-    term_sorted = sorted(term_names)
     term_df = np.bincount(keys // max(n, 1), minlength=width) if n else np.zeros(width, int)
     present_terms = np.nonzero(term_df)[0]
     return {
