@@ -20,8 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tokenizers import BUDGET, FAMILIES, ROUNDS, _seconds, recounted
-from common import emit
+from bench_tokenizers import BUDGET, FAMILIES, ROUNDS, _seconds, emit_chunk_rate, recounted
 from corpora import corpus
 
 from copilot_cli import instruments
@@ -59,16 +58,13 @@ def one(name: str, kind: str, root: Path, tmp: Path) -> None:
         rounds["limit"].append(_seconds(limit))
     t_ours, t_limit = statistics.median(rounds["ours"]), statistics.median(rounds["limit"])
     records, over, wrong = recounted(out, tokenizer)
-    emit(
+    emit_chunk_rate(
         f"chunk black 24.4.2's {kind} ({KINDS[kind]}) with the {name} tokenizer, --jobs 1, "
         "set-up included vs one serial tokenizer pass",
-        megabytes / t_ours,
-        megabytes / t_limit,
-        "MB/s",
-        higher_is_better=True,
-        goal="ratio >= 0.6; 0 over budget",
-        passed=t_limit / t_ours >= 0.6 and over == 0 and wrong == 0,
-        note=f"{megabytes:.2f} MB, {len(files)} files, {len(records)} chunks; ours "
+        megabytes,
+        (t_ours, t_limit),
+        over + wrong,
+        f"{megabytes:.2f} MB, {len(files)} files, {len(records)} chunks; ours "
         f"{t_ours:.2f} s, the limit {t_limit:.2f} s; over budget {over}, wrong counts {wrong}; "
         f"medians of {ROUNDS} interleaved rounds",
     )

@@ -352,43 +352,29 @@ def windows_of(index: ContextIndex) -> WindowIndex:
     return index.memo("windows", lambda: cached(index))
 
 
-def query_of(prefix: str, suffix: str = "") -> dict[str, float]:
-    """The identifiers of the QUERY_LINES lines before the cursor and, when the editor sends
-    what follows it, of the SUFFIX_LINES lines after, each with its weight (1: weighting the
-    lines nearest the cursor more measured no better, bench_context_quality)."""
-    near = prefix.split("\n")[-QUERY_LINES:] + suffix.split("\n")[:SUFFIX_LINES]
-    names = dict.fromkeys(_IDENT.findall("\n".join(near)), 1.0)
-    return {x: w for x, w in names.items() if x.lower() not in STOP}
-
-
 def score_windows(windows: WindowIndex, prefix: str, suffix: str) -> tuple[np.ndarray, np.ndarray]:
-    """Each window's BM25 against the terms of the lines at the cursor (what ranks them), and
+    """Each window's BM25 against the terms of the lines at the cursor (the QUERY_LINES before
+    it and, when the editor sends what follows, the SUFFIX_LINES after): what ranks them; and
     its identifier overlap with them (how alike they read: what the budget's split and the
     reasons use)."""
-    near = prefix.split("\n")[-QUERY_LINES:] + suffix.split("\n")[:SUFFIX_LINES]
-    bm25 = windows.bm25(set(terms_of("\n".join(near))))
-    return bm25, similarity(windows, query_of(prefix, suffix))
+    near = "\n".join(prefix.split("\n")[-QUERY_LINES:] + suffix.split("\n")[:SUFFIX_LINES])
+    names = [x for x in dict.fromkeys(_IDENT.findall(near)) if x.lower() not in STOP]
+    return windows.bm25(set(terms_of(near))), similarity(windows, names)
 
 
-def similarity(windows: WindowIndex, query: dict[str, float]) -> np.ndarray:
+def similarity(windows: WindowIndex, query: list[str]) -> np.ndarray:
     """Each window's idf-weighted Jaccard overlap with the query's identifiers: shared weight
     over the weight of the union (a name every file uses counts little)."""
     n = len(windows.start)
-    known = [q for q in query if q in windows.name_at]
-    if not known or not n:
+    at = windows.name_at
+    rows = [at[q] for q in query if q in at]
+    if not rows or not n:
         return np.zeros(n)
-    rows = [windows.name_at[q] for q in known]
     ptr = windows.name_ptr
     hits = np.concatenate([windows.name_windows[ptr[r] : ptr[r + 1]] for r in rows])
-    sizes = np.diff(ptr)[rows]
-    idf = np.repeat(windows.name_idf[rows], sizes)
-    boost = np.repeat([query[q] for q in known], sizes)
-    shared = np.bincount(hits, weights=idf * boost, minlength=n)
-    shared_idf = np.bincount(hits, weights=idf, minlength=n)
+    idf = np.repeat(windows.name_idf[rows], np.diff(ptr)[rows])
+    shared = np.bincount(hits, weights=idf, minlength=n)
     unseen = float(windows.name_idf.max()) if len(windows.name_idf) else 1.0  # a new name: rare
-    at = windows.name_at
-    total = sum(
-        (float(windows.name_idf[at[q]]) if q in at else unseen) * w for q, w in query.items()
-    )
-    union = total + windows.weight - shared_idf
+    total = sum(float(windows.name_idf[at[q]]) if q in at else unseen for q in query)
+    union = total + windows.weight - shared
     return np.divide(shared, union, out=np.zeros(n), where=union > 0)
