@@ -94,11 +94,16 @@ def test_cli_modules_stay_thin():
 
 COMMANDS = {
     "compile_templates_command": ("copilot_cli.cli.templates", "CompileOptions"),
+    "render_command": ("copilot_cli.cli.render", "RenderOptions"),
     "prefill_kv_command": ("copilot_cli.cli.kv", "PrefillOptions"),
     "quantize_command": ("copilot_cli.cli.quant", "QuantizeOptions"),
     "chunk_command": ("copilot_cli.cli.chunk", "ChunkOptions"),
     "prune_command": ("copilot_cli.cli.prune", "PruneOptions"),
+    "context_command": ("copilot_cli.cli.context", "ContextOptions"),
+    "regress_command": ("copilot_cli.cli.regress", "RegressOptions"),
     "build_command": ("copilot_cli.cli.build", "BuildOptions"),
+    "serve_command": ("copilot_cli.cli.serve", "copilot_cli.serving.server.ServeOptions"),
+    "warm_plan_command": ("copilot_cli.cli.warm", "copilot_cli.warm.options.WarmPlanOptions"),
 }
 
 
@@ -111,7 +116,8 @@ def test_cli_defaults_are_the_options_defaults(command):
 
     module_name, options_name = COMMANDS[command]
     function = getattr(importlib.import_module(module_name), command)
-    options = getattr(copilot_cli, options_name)
+    where, _, options_name = options_name.rpartition(".")
+    options = getattr(importlib.import_module(where) if where else copilot_cli, options_name)
     fields = {f.name for f in dataclasses.fields(options)}
     checked = 0
     for name, param in inspect.signature(function).parameters.items():
@@ -120,12 +126,12 @@ def test_cli_defaults_are_the_options_defaults(command):
         if name in fields and param.default is not inspect.Parameter.empty:
             expected = default_of(options, name)
             given = param.default
-            if given is None:  # not given: the option's own default applies
+            if given is None or (given == "" and expected is None):  # the option's own default
                 checked += 1
                 continue
-            if isinstance(expected, Path) and not expected.is_absolute():
-                assert Path(given) == expected, name
-            elif not isinstance(expected, Path):
+            if isinstance(expected, Path):
+                assert Path(given) == expected, f"{command} {name}: {given} != {expected}"
+            else:
                 assert given == expected, f"{command} --{name}: {given!r} != {expected!r}"
             checked += 1
     assert checked >= 1

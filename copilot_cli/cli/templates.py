@@ -14,7 +14,9 @@ from copilot_cli.cli.params import AllowDownloadOpt, TokenizerOpt
 
 @handle_errors
 def compile_templates_command(
-    src: Annotated[Path, typer.Argument(help="Template folder.")] = Path("templates"),
+    src: Annotated[
+        Path | None, typer.Argument(help="Template folder (default: the shipped templates).")
+    ] = None,
     out: Annotated[Path, option("--out", "-o", help="Bundle folder to write.")] = Path(
         "build/templates"
     ),
@@ -33,7 +35,7 @@ def compile_templates_command(
     from copilot_cli.prompts import CompileOptions, compile_templates
 
     options = CompileOptions(
-        src=src,
+        **({"src": src} if src is not None else {}),
         out=out,
         min_prefix_tokens=min_prefix_tokens,
         tokenizer=tokenizer,

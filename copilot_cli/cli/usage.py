@@ -16,6 +16,7 @@ from typer._click.core import ParameterSource
 from typer.core import TyperArgument, TyperGroup
 
 from copilot_cli.cli.common import fail, stdout_console
+from copilot_cli.cli.envnames import per_command, variable_used
 
 
 def usage_line(exc: usage.ClickException) -> str:
@@ -57,7 +58,7 @@ def _where(param: Any, ctx: Any) -> str:
     source = ctx.get_parameter_source(param.name) if ctx is not None and param.name else None
     envvar = getattr(param, "envvar", None)
     if source == ParameterSource.ENVIRONMENT and isinstance(envvar, str):
-        return envvar
+        return variable_used(param)
     if isinstance(param, TyperArgument):
         return str(param.metavar or (param.name or "argument").upper()).strip("{}")
     flags = [o for o in param.opts if o.startswith("--")] or list(param.opts)
@@ -65,7 +66,12 @@ def _where(param: Any, ctx: Any) -> str:
 
 
 class OneLineErrors(TyperGroup):
-    """The root command group: usage errors become one `error:` line and exit 2."""
+    """The root command group: usage errors become one `error:` line and exit 2; every
+    command's options read `COPILOT_OPT_<COMMAND>_<FLAG>` (envnames.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        per_command(self.commands)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:

@@ -18,8 +18,9 @@ def warm_plan_command(
         "build/warm-plan.json"
     ),
     budget: Annotated[
-        str, option("--budget", help="Bytes L0 + L1 may hold (e.g. 86MB, 1GiB).")
-    ] = "64MiB",
+        str | None,
+        option("--budget", help="Bytes L0 + L1 may hold (e.g. 86MB, 1GiB; default 64 MiB)."),
+    ] = None,
     kv: Annotated[Path | None, option("--kv", help="KV folder: prefix sizes.")] = None,
     chunks: Annotated[Path | None, option("--chunks", help="Chunks JSONL: chunk sizes.")] = None,
     predictor: Annotated[
@@ -45,7 +46,7 @@ def warm_plan_command(
     options = WarmPlanOptions(
         logs=tuple(logs),
         out=out,
-        budget=parse_bytes(budget),
+        **({"budget": parse_bytes(budget)} if budget is not None else {}),
         kv=kv,
         chunks=chunks,
         predictor=predictor,

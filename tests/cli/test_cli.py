@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import typer
 
 from copilot_cli import __version__
 from copilot_cli.cli import app
+from copilot_cli.cli.envnames import command_envvar
 
 
 def test_help_lists_commands(runner):
@@ -46,11 +48,49 @@ def test_model_info_json(runner, tiny_llama_dir):
 
 
 def test_options_come_from_environment(runner, tiny_llama_dir):
-    result = runner.invoke(
-        app, ["model-info"], env={"COPILOT_OPT_MODEL": str(tiny_llama_dir), "COPILOT_OPT_JSON": "1"}
-    )
+    """A command's variables name it; COPILOT_OPT_MODEL stays the default model of all."""
+    env = {"COPILOT_OPT_MODEL": str(tiny_llama_dir), "COPILOT_OPT_MODEL_INFO_JSON": "1"}
+    result = runner.invoke(app, ["model-info"], env=env)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["source"] == str(tiny_llama_dir)
+    assert "warning" not in result.stderr
+    env = {"COPILOT_OPT_MODEL_INFO_MODEL": str(tiny_llama_dir), "COPILOT_OPT_MODEL_INFO_JSON": "1"}
+    result = runner.invoke(app, ["model-info"], env=env)
+    assert json.loads(result.stdout)["source"] == str(tiny_llama_dir)
+
+
+def test_a_variable_of_one_command_never_reaches_another(runner, tmp_path):
+    """--budget is tokens for context and bytes for warm-plan: the old shared name is read by
+    neither (each says which name to set), the new ones each by its own command."""
+    chunks = tmp_path / "missing.jsonl"
+    args = ["context", str(chunks), "--repo", str(tmp_path), "--file", "a.py"]
+    result = runner.invoke(app, args, env={"COPILOT_OPT_BUDGET": "64MiB"})
+    assert "is not an integer" not in result.output
+    assert "COPILOT_OPT_BUDGET is not read" in result.stderr
+    assert "set COPILOT_OPT_CONTEXT_BUDGET" in result.stderr
+    result = runner.invoke(app, args, env={"COPILOT_OPT_WARM_PLAN_BUDGET": "64MiB"})
+    assert "is not an integer" not in result.output and "warning" not in result.stderr
+    result = runner.invoke(app, args, env={"COPILOT_OPT_CONTEXT_BUDGET": "64MiB"})
+    assert result.exit_code == 2
+    assert "error: COPILOT_OPT_CONTEXT_BUDGET: '64MiB' is not an integer" in result.stderr
+
+
+def test_an_old_unambiguous_name_is_read_with_a_warning(runner):
+    """--rate belongs to prune alone: COPILOT_OPT_RATE still sets it, says it is deprecated,
+    and a bad value names the variable the user set."""
+    result = runner.invoke(app, ["prune", "x.txt"], env={"COPILOT_OPT_RATE": "abc"})
+    assert result.exit_code == 2
+    assert "COPILOT_OPT_RATE is deprecated: set COPILOT_OPT_PRUNE_RATE" in result.stderr
+    assert "error: COPILOT_OPT_RATE: 'abc' is not a number" in result.stderr
+
+
+def test_every_option_variable_names_its_command():
+    command = typer.main.get_command(app)
+    for name, sub in command.commands.items():
+        for param in sub.params:
+            if isinstance(param.envvar, str):
+                flag = max((o for o in param.opts if o.startswith("--")), key=len)
+                assert param.envvar.startswith(command_envvar(name, "")), (name, flag)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 import typer
 
 from copilot_cli.cli import app
-from copilot_cli.cli.common import envvar
+from copilot_cli.cli.envnames import command_envvar
 from tests.cli.test_hostile_inputs import REPO, _refused
 
 README = str(REPO / "README.md")
@@ -44,7 +44,7 @@ def test_a_value_that_is_not_a_number(runner, command, flag, kind):
 @pytest.mark.parametrize(("command", "flag", "kind"), TYPED)
 def test_a_bad_environment_variable_is_named(runner, command, flag, kind, monkeypatch):
     """The fuzz of env values: every typed option's variable set to what it cannot be."""
-    variable = envvar(flag)
+    variable = command_envvar(command, flag)
     monkeypatch.setenv(variable, "maybe-not")
     result = _refused(runner, [command, *_required(command)], variable)
     assert f"error: {variable}: 'maybe-not' is not" in result.stderr

@@ -189,7 +189,7 @@ def test_a_file_outside_the_repository_is_never_read(
     if how == "flag":
         args = [*base, "--file", name, "--cursor", "1"]
     elif how == "env":
-        monkeypatch.setenv("COPILOT_OPT_FILE", name)
+        monkeypatch.setenv("COPILOT_OPT_CONTEXT_FILE", name)
         args = [*base, "--cursor", "1"]
     else:
         requests = tmp_path / "requests.jsonl"

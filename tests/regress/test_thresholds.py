@@ -111,9 +111,9 @@ def test_nan_measurements_fail_the_gate():
 
 
 LAX_ENV = {
-    "COPILOT_OPT_MAX_MEAN_KL": "1e300",
-    "COPILOT_OPT_MIN_SAME_TOP1": "0",
-    "COPILOT_OPT_MAX_PROMPT_KL": "1e300",
+    "COPILOT_OPT_REGRESS_MAX_MEAN_KL": "1e300",
+    "COPILOT_OPT_REGRESS_MIN_SAME_TOP1": "0",
+    "COPILOT_OPT_REGRESS_MAX_PROMPT_KL": "1e300",
 }
 
 
