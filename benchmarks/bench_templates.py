@@ -66,7 +66,7 @@ def per_render(out: Path) -> None:
     def ours_no_validation() -> None:
         runtime, entry = bundle._runtime, bundle.entry(NAME)
         for _ in range(n):
-            runtime.render(entry["unit"], entry["content_hash"], "text", inputs)
+            runtime.render(entry.unit, entry.content_hash, "text", inputs)
 
     def cached_peer() -> None:
         for _ in range(n):
@@ -113,11 +113,11 @@ def limits_cost(out: Path) -> None:
     cases = []
     for name in bundle.templates():
         entry = bundle.entry(name)
-        if entry["format"] != "text":
+        if entry.format != "text":
             continue
-        inputs = with_defaults(entry["schema"], _sample(TEMPLATES / entry["source"]))
-        peer_template = unbounded.get_template(entry["unit"])
-        assert runtime.render_body(entry["unit"], entry["content_hash"], inputs) == (
+        inputs = with_defaults(entry.schema, _sample(TEMPLATES / entry.source))
+        peer_template = unbounded.get_template(entry.unit)
+        assert runtime.render_body(entry.unit, entry.content_hash, inputs) == (
             peer_template.render(inputs)
         )
         cases.append((entry, inputs, peer_template))
@@ -126,7 +126,7 @@ def limits_cost(out: Path) -> None:
     def ours() -> None:
         for entry, inputs, _ in cases:
             for _ in range(n):
-                runtime.render_body(entry["unit"], entry["content_hash"], inputs)
+                runtime.render_body(entry.unit, entry.content_hash, inputs)
 
     def peer() -> None:
         for _, inputs, peer_template in cases:
@@ -170,7 +170,7 @@ def cold_load() -> None:
             bundle = load_bundle(out)
             for name in manifest_names:
                 entry = bundle.entry(name)
-                bundle._runtime.template(entry["unit"], entry["content_hash"])
+                bundle._runtime.template(entry.unit, entry.content_hash)
 
         def peer() -> None:
             env = jinja2.Environment(

@@ -57,7 +57,7 @@ def _requests(root: Path) -> list[tuple[str, str]]:
     bundle = load_bundle(root / "bundle")
     out = []
     for name in bundle.templates():
-        source = REPO / "templates" / bundle.entry(name)["source"]
+        source = REPO / "templates" / bundle.entry(name).source
         samples = yaml.safe_load(source.read_text().split("---")[1]).get("samples", [])
         out += [(name, bundle.render(name, **inputs)) for inputs in samples[:2]]
     return out

@@ -41,7 +41,7 @@ def cases(prepared):
     kv = KVCacheDir(prepared["kv"])
     out = []
     for name in bundle.templates():
-        source = REPO / "templates" / bundle.entry(name)["source"]
+        source = REPO / "templates" / bundle.entry(name).source
         for inputs in _inputs(source):
             out.append((name, bundle.render(name, **inputs), len(kv.prefix(name).token_ids)))
     return out

@@ -38,7 +38,7 @@ def smollm2_prepared(tmp_path_factory):
     for name in bundle.templates():
         import yaml
 
-        source = REPO / "templates" / bundle.entry(name)["source"]
+        source = REPO / "templates" / bundle.entry(name).source
         samples = yaml.safe_load(source.read_text().split("---")[1]).get("samples", [])
         for inputs in samples[:2]:
             cases.append((name, bundle.render(name, **inputs), len(kv.prefix(name).token_ids)))

@@ -82,7 +82,7 @@ def template_prompt(
 
     loaded = load_bundle(bundle)
     entry = loaded.entry(template)
-    wanted = set((entry.get("schema") or {}).get("properties", {}))
+    wanted = set(entry.schema.get("properties", {}))
     if options.text is not None:
         before, after = split_at_cursor(options.text, options.cursor)
     else:
@@ -117,9 +117,9 @@ def overview_prefix(bundle: Path, template: str, overview: str) -> str:
 
     loaded = load_bundle(bundle)
     entry = loaded.entry(template)
-    if "overview" not in (entry.get("schema") or {}).get("properties", {}):
+    if "overview" not in entry.schema.get("properties", {}):
         raise InputError("this template takes no overview input", where=template)
-    full = loaded.render(template, **{**placeholder_inputs(entry["schema"]), "overview": overview})
+    full = loaded.render(template, **{**placeholder_inputs(entry.schema), "overview": overview})
     cut = full.find(overview, len(loaded.static_prefix(template)) - 1)
     if not overview.strip() or cut < 0:
         raise InputError("the overview is empty or not rendered", where=template)
@@ -248,7 +248,7 @@ def overview_prefixes(
     written = []
     loaded = load_bundle(bundle)
     for name in loaded.templates():
-        schema = loaded.entry(name).get("schema") or {}
+        schema = loaded.entry(name).schema
         if "overview" in schema.get("properties", {}) and result.text:
             path = folder / f"{name}.txt"
             if path.parent != folder:  # names are checked at compile and load; never a path

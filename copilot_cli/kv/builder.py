@@ -104,7 +104,7 @@ def prefixes_from_bundle(bundle_path: Path, tokenizer_fingerprint: str) -> list[
             name=name,
             text=bundle.static_prefix(name),
             origin=f"template:{name}",
-            add_special=bundle.entry(name)["format"] == "text",
+            add_special=bundle.entry(name).adds_special_tokens,
         )
         for name in bundle.templates()
     ]

@@ -100,12 +100,12 @@ def snippet_sources(
 _MARKER = {"path": "copilot-opt-marker.py", "text": "pass"}  # one snippet, to find where they go
 
 
-def _with_marker(bundle: Any) -> Iterator[tuple[str, dict[str, Any], Any]]:
+def _with_marker(bundle: Any) -> Iterator[tuple[str, Any, Any]]:
     """(name, entry, rendered) of each template of `bundle` that takes `context`, rendered
     with placeholder inputs and the marker as its one snippet."""
     for name in bundle.templates():
         entry = bundle.entry(name)
-        schema = entry.get("schema") or {}
+        schema = entry.schema
         if "context" in schema.get("properties", {}):
             inputs = {**placeholder_inputs(schema), "context": [_MARKER]}
             yield name, entry, bundle.split(name, **inputs)
@@ -149,7 +149,7 @@ def context_openings(bundle: Any, tokenizer: Any, fmt: str = "auto") -> list[Any
         at = rendered.rest.find(form)
         if at < 0:
             continue  # the template writes its snippets in another format
-        add_special = entry["format"] == "text"
+        add_special = entry.adds_special_tokens
         ids = prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)
         ids += continuation_ids(tokenizer, rendered.rest[:at])
         out.append(

@@ -22,7 +22,7 @@ def prepare_prompt(
     at its context snippets (each tokenized alone, repository text as data), as a request
     with chunk KV is."""
     rendered = bundle.split(template, **inputs)
-    add_special = bundle.entry(template)["format"] == "text"
+    add_special = bundle.entry(template).adds_special_tokens
     prefix = prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)
     snippets = inputs.get("context") or []
     if not snippets:
@@ -89,7 +89,7 @@ def assemble_request(
 
     inputs = {**inputs, "context": list(getattr(context, "context", context))}
     rendered = bundle.split(template, **inputs)
-    add_special = bundle.entry(template)["format"] == "text"
+    add_special = bundle.entry(template).adds_special_tokens
     prefix_ids = prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)
     folder = kv.kv if isinstance(kv, PrefixStore) else KVCacheDir(kv)
     stored = {n for n, e in folder.index.prefixes.items() if e.kind == "chunk"}

@@ -181,12 +181,16 @@ class PromptBundle:
     def __init__(self, path: Path, manifest: dict[str, Any], sources: dict[str, str]) -> None:
         self.path = path
         self.manifest = manifest
-        self._entries = {entry["name"]: entry for entry in manifest["templates"]}
+        where = str(path / MANIFEST)
+        self._entries = {
+            entry.name: entry
+            for entry in (TemplateEntry.from_dict(e, where) for e in manifest["templates"])
+        }
         self._runtime = TemplateRuntime(sources, manifest.get("chat_template"), _limits(manifest))
         self._validators: dict[str, Any] = {}
         self._line_offsets = {unit: 0 for unit in manifest["parts"]}
-        for entry in manifest["templates"]:
-            self._line_offsets[entry["unit"]] = entry["body_line"] - 1
+        for entry in self._entries.values():
+            self._line_offsets[entry.unit] = entry.body_line - 1
         self._line_offsets[CHAT_TEMPLATE_UNIT] = 0
 
     @property
@@ -197,7 +201,7 @@ class PromptBundle:
         """Template names, sorted."""
         return sorted(self._entries)
 
-    def entry(self, name: str) -> dict[str, Any]:
+    def entry(self, name: str) -> TemplateEntry:
         """The manifest entry of template `name`."""
         try:
             return self._entries[name]
@@ -209,11 +213,11 @@ class PromptBundle:
 
     def static_prefix(self, name: str) -> str:
         """The text every rendering of `name` starts with (cacheable by prefill-kv)."""
-        return self.entry(name)["static_prefix"]
+        return self.entry(name).static_prefix
 
     def validate(self, name: str, inputs: Mapping[str, Any]) -> None:
         """Check `inputs` against the template's schema; InputsError carries the JSON path."""
-        schema = self.entry(name)["schema"]
+        schema = self.entry(name).schema
         try:
             fast = self._validators.get(name)
             if fast is None:
@@ -239,16 +243,14 @@ class PromptBundle:
         self.validate(name, inputs)
         entry = self.entry(name)
         try:
-            return self._runtime.render(
-                entry["unit"], entry["content_hash"], entry["format"], inputs
-            )
+            return self._runtime.render(entry.unit, entry.content_hash, entry.format, inputs)
         except TemplateError:
             raise
         except Exception as exc:  # whatever the template raised is the template's fault
-            unit, line = error_location(exc, self._line_offsets, entry["unit"])
+            unit, line = error_location(exc, self._line_offsets, entry.unit)
             raise TemplateError(
                 f"render failed: {type(exc).__name__}: {exc}",
-                file=entry["source"] if unit == entry["unit"] else unit,
+                file=entry.source if unit == entry.unit else unit,
                 line=line,
             ) from exc
 
@@ -259,7 +261,7 @@ class PromptBundle:
         if not text.startswith(prefix):
             raise TemplateError(
                 "rendered text does not start with the static prefix (bundle and runtime disagree)",
-                file=self.entry(name)["source"],
+                file=self.entry(name).source,
             )
         return RenderedPrompt(text=text, static_prefix=prefix)
 
@@ -287,12 +289,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(templates, list) or not isinstance(parts, dict):
         raise ArtifactError("'templates' must be a list and 'parts' an object", where=where)
     for entry in templates:
-        if not isinstance(entry, dict) or not all(
-            isinstance(entry.get(key), kind) for key, kind in _ENTRY_FIELDS.items()
-        ):
-            raise ArtifactError("a template entry is malformed", where=where)
-        if problem := template_name_problem(entry["name"]):
-            raise ArtifactError(f"a template entry's name {problem}", where=where)
+        TemplateEntry.from_dict(entry, where)
     if not all(isinstance(entry, dict) for entry in parts.values()):
         raise ArtifactError("a part entry is malformed", where=where)
     chat = manifest.get("chat_template")
@@ -307,18 +304,98 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-_ENTRY_FIELDS = {
+@dataclass(frozen=True)
+class TemplateEntry:
+    """One template's manifest entry, typed; validated once when a bundle is read
+    (`from_dict`), written back as the same JSON (`to_dict`)."""
+
+    name: str
+    unit: str
+    source: str
+    description: str
+    version: str
+    format: str  # "text" or "chat"
+    content_hash: str
+    source_sha256: str
+    unit_sha256: str
+    body_line: int
+    parts: tuple[str, ...]
+    variables: tuple[str, ...]
+    schema: Mapping[str, Any]
+    samples: int
+    sample_render_sha256: tuple[str, ...]
+    static_prefix: str
+    static_prefix_sha256: str
+    static_prefix_tokens: int | None
+    static_prefix_stopped_at: str
+    static_prefix_shortened_chars: int
+    tokenizer_fingerprint: str | None
+    warnings: tuple[str, ...]
+
+    @property
+    def adds_special_tokens(self) -> bool:
+        """A text template's prompt gets the tokenizer's special tokens (BOS); a chat
+        template's rendering already holds them."""
+        return self.format == "text"
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> TemplateEntry:
+        """An entry from its JSON form; ArtifactError names the first bad field."""
+        if not isinstance(data, dict):
+            raise ArtifactError("a template entry is not an object", where=where)
+        label = data.get("name") if isinstance(data.get("name"), str) else "?"
+        values = {}
+        for name, kind in _ENTRY_FIELDS.items():
+            value = data.get(name)
+            if not _is(value, kind):
+                raise ArtifactError(f"template {label!r}: '{name}' is malformed", where=where)
+            values[name] = tuple(value) if isinstance(value, list) else value
+        if values["format"] not in ("text", "chat"):
+            raise ArtifactError(f"template {label!r}: 'format' is malformed", where=where)
+        if problem := template_name_problem(values["name"]):
+            raise ArtifactError(f"a template entry's name {problem}", where=where)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in ((n, getattr(self, n)) for n in _ENTRY_FIELDS)
+        }
+
+
+_TEXTS = (list, str)  # a list of strings
+_ENTRY_FIELDS: dict[str, Any] = {
     "name": str,
     "unit": str,
     "source": str,
+    "description": str,
+    "version": str,
     "format": str,
     "content_hash": str,
+    "source_sha256": str,
     "unit_sha256": str,
     "body_line": int,
+    "parts": _TEXTS,
+    "variables": _TEXTS,
     "schema": dict,
+    "samples": int,
+    "sample_render_sha256": _TEXTS,
     "static_prefix": str,
     "static_prefix_sha256": str,
+    "static_prefix_tokens": (int, None),
+    "static_prefix_stopped_at": str,
+    "static_prefix_shortened_chars": int,
+    "tokenizer_fingerprint": (str, None),
+    "warnings": _TEXTS,
 }
+
+
+def _is(value: Any, kind: Any) -> bool:
+    if kind is _TEXTS:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if isinstance(kind, tuple):  # (type, None): the type or null
+        return value is None or _is(value, kind[0])
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
 
 
 def load_bundle(path: Path | str) -> PromptBundle:

@@ -21,7 +21,7 @@ from copilot_cli.core.artifacts import (
     sha256_text,
     write_if_changed,
 )
-from copilot_cli.core.errors import InputError
+from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
 from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.prompts.analysis import input_variables, static_prefix, template_closure
@@ -32,6 +32,7 @@ from copilot_cli.prompts.bundle import (
     FORMAT_VERSION,
     MANIFEST,
     SOURCES_DIR,
+    TemplateEntry,
     TemplateRuntime,
     compiled_code,
     error_location,
@@ -310,14 +311,14 @@ class _Compiler:
         units: _Units,
         runtime: TemplateRuntime,
         chat: dict[str, Any] | None,
-        previous: dict[str, dict[str, Any]],
-    ) -> tuple[dict[str, Any], str]:
+        previous: dict[str, TemplateEntry],
+    ) -> tuple[TemplateEntry, str]:
         """The manifest entry of `source`, reused from `previous` when its hash is unchanged."""
         closure = template_closure(source.rel_path, units.parse)
         variables, var_warnings = self.check_variables(source, units)
         content_hash = self.content_hash(source, closure, units, chat)
         old = previous.get(source.name)
-        if old and old.get("content_hash") == content_hash and old.get("unit") == source.rel_path:
+        if old and old.content_hash == content_hash and old.unit == source.rel_path:
             return old, "unchanged"
         renders = self.render_samples(source, runtime, units)
         if source.format == "chat":
@@ -327,30 +328,30 @@ class _Compiler:
             ]
             self.check_chat(source, runtime, units, bodies)
         prefix, info, warnings = self.prefix(source, units, runtime, renders)
-        return {
-            "name": source.name,
-            "unit": source.rel_path,
-            "source": source.rel_path,
-            "description": source.description,
-            "version": source.version,
-            "format": source.format,
-            "content_hash": content_hash,
-            "source_sha256": sha256_bytes(source.raw),
-            "unit_sha256": sha256_text(units.source(source.rel_path)),
-            "body_line": source.body_line,
-            "parts": closure,
-            "variables": variables,
-            "schema": source.schema,
-            "samples": len(source.samples),
-            "sample_render_sha256": [sha256_text(r) for r in renders],
-            "static_prefix": prefix,
-            "static_prefix_sha256": sha256_text(prefix),
-            "static_prefix_tokens": info.get("tokens"),
-            "static_prefix_stopped_at": info["stopped_at"],
-            "static_prefix_shortened_chars": info.get("shortened_chars", 0),
-            "tokenizer_fingerprint": self.tokenizer_fp,
-            "warnings": var_warnings + warnings,
-        }, "compiled"
+        return TemplateEntry(
+            name=source.name,
+            unit=source.rel_path,
+            source=source.rel_path,
+            description=source.description,
+            version=source.version,
+            format=source.format,
+            content_hash=content_hash,
+            source_sha256=sha256_bytes(source.raw),
+            unit_sha256=sha256_text(units.source(source.rel_path)),
+            body_line=source.body_line,
+            parts=tuple(closure),
+            variables=tuple(variables),
+            schema=source.schema,
+            samples=len(source.samples),
+            sample_render_sha256=tuple(sha256_text(r) for r in renders),
+            static_prefix=prefix,
+            static_prefix_sha256=sha256_text(prefix),
+            static_prefix_tokens=info.get("tokens"),
+            static_prefix_stopped_at=info["stopped_at"],
+            static_prefix_shortened_chars=info.get("shortened_chars", 0),
+            tokenizer_fingerprint=self.tokenizer_fp,
+            warnings=tuple(var_warnings + warnings),
+        ), "compiled"
 
     def check_chat(
         self,
@@ -373,7 +374,9 @@ class _Compiler:
                 )
 
 
-def _previous_entries(out: Path) -> dict[str, dict[str, Any]]:
+def _previous_entries(out: Path) -> dict[str, TemplateEntry]:
+    """The entries of the bundle being replaced, to reuse where unchanged: only sound ones
+    (typed, their static prefix matching its hash); anything else is compiled again."""
     import json
 
     try:
@@ -382,7 +385,13 @@ def _previous_entries(out: Path) -> dict[str, dict[str, Any]]:
         return {}
     if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
         return {}
-    return {entry["name"]: entry for entry in manifest.get("templates", [])}
+    found = {}
+    for raw in manifest.get("templates", []) if isinstance(manifest, dict) else []:
+        with contextlib.suppress(ArtifactError):
+            entry = TemplateEntry.from_dict(raw, str(out / MANIFEST))
+            if sha256_text(entry.static_prefix) == entry.static_prefix_sha256:
+                found[entry.name] = entry
+    return found
 
 
 def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> CompileResult:
@@ -435,17 +444,17 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
     )
 
 
-def _template_report(entry: dict[str, Any], status: str) -> TemplateReport:
+def _template_report(entry: TemplateEntry, status: str) -> TemplateReport:
     return TemplateReport(
-        name=entry["name"],
-        source=entry["source"],
+        name=entry.name,
+        source=entry.source,
         status=status,
-        variables=entry["variables"],
-        static_prefix_chars=len(entry["static_prefix"]),
-        static_prefix_tokens=entry["static_prefix_tokens"],
-        static_prefix_sha256=entry["static_prefix_sha256"],
-        shortened_chars=entry.get("static_prefix_shortened_chars", 0),
-        warnings=entry["warnings"],
+        variables=list(entry.variables),
+        static_prefix_chars=len(entry.static_prefix),
+        static_prefix_tokens=entry.static_prefix_tokens,
+        static_prefix_sha256=entry.static_prefix_sha256,
+        shortened_chars=entry.static_prefix_shortened_chars,
+        warnings=list(entry.warnings),
     )
 
 
@@ -455,7 +464,7 @@ def _manifest(
     chat: dict[str, Any] | None,
     units: _Units,
     text_by_unit: dict[str, str],
-    entries: list[dict[str, Any]],
+    entries: list[TemplateEntry],
 ) -> dict[str, Any]:
     return {
         "format": FORMAT,
@@ -476,7 +485,7 @@ def _manifest(
             }
             for rel in sorted(units.part_paths)
         },
-        "templates": sorted(entries, key=lambda e: e["name"]),
+        "templates": [e.to_dict() for e in sorted(entries, key=lambda e: e.name)],
     }
 
 

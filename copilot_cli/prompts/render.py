@@ -51,7 +51,7 @@ def render_template(options: RenderOptions, tokenizer: Any | None = None) -> Ren
         raise FingerprintMismatch(
             "tokenizer", expected=found, found=made_for, where=str(options.bundle)
         )
-    add_special = bundle.entry(options.name)["format"] == "text"
+    add_special = bundle.entry(options.name).adds_special_tokens
     return replace(
         result,
         prefix_tokens=len(prompt_ids(tokenizer, rendered.static_prefix, add_special=add_special)),

@@ -90,10 +90,10 @@ class Composer:
         self.chunks = chunks  # the chunks file: ContextOptions names it
         self.budget = budget
         entry = bundle.entry(template)
-        schema = entry.get("schema") or {}
+        schema = entry.schema
         self.wanted = set(schema.get("properties", {}))
         self.languages = schema.get("properties", {}).get("language", {}).get("enum")
-        self.add_special = entry["format"] == "text"
+        self.add_special = entry.adds_special_tokens
         header = session.header
         self.repo_name = header.repository or (header.repositories or ("repository",))[0]
         check_fim_spellings(bundle, template, self.tokenizer)
@@ -169,7 +169,7 @@ def check_fim_spellings(bundle: Any, template: str, tokenizer: Any) -> None:
     from copilot_cli.context import placeholder_inputs
     from copilot_cli.core.options import OptionError
 
-    schema = bundle.entry(template).get("schema") or {}
+    schema = bundle.entry(template).schema
     text = bundle.render(template, **placeholder_inputs(schema))
     vocab = tokenizer.get_vocab()
     spelled = [t for family in FIM_SPELLINGS.values() for t in family if t in text]

@@ -151,7 +151,7 @@ def test_generate_with_prefix_is_token_identical(shipped, tmp_path):
     store = PrefixStore(tmp_path / "kv", model)
     for name, inputs in cases:
         text = bundle.render(name, **inputs)
-        add_special = bundle.entry(name)["format"] == "text"
+        add_special = bundle.entry(name).adds_special_tokens
         ids = torch.tensor([prompt_ids(tok, text, add_special=add_special)])
         kwargs = {"max_new_tokens": 12, "do_sample": False, "pad_token_id": tok.pad_token_id}
         plain = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)

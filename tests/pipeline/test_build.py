@@ -207,7 +207,7 @@ def test_the_context_section_writes_overview_prefixes_and_their_kv(tmp_path):
     bundle = load_bundle(out / "templates")
     prefixes = sorted(folder.glob("*.txt"))
     assert {p.stem for p in prefixes} == {
-        n for n in bundle.templates() if "overview" in bundle.entry(n)["schema"]["properties"]
+        n for n in bundle.templates() if "overview" in bundle.entry(n).schema["properties"]
     }
     for path in prefixes:  # the template's static prefix, then the overview
         text = path.read_text()

@@ -104,3 +104,52 @@ def test_a_bundle_of_the_previous_format_asks_for_a_recompile(bundle_dir, tmp_pa
     _rewrite(copy, lambda m: m.update(format_version=1))
     with pytest.raises(ArtifactError, match="format_version 1"):
         load_bundle(copy)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("format", "html"),
+        ("body_line", "33"),
+        ("body_line", True),
+        ("schema", []),
+        ("variables", ["code", 7]),
+        ("static_prefix_tokens", "many"),
+        ("warnings", None),
+    ],
+)
+def test_a_resealed_entry_with_a_bad_field_is_refused_naming_it(
+    bundle_dir, tmp_path, runner, field, value
+):
+    """Entries are typed records, checked once on read: a bad field is one line naming the
+    template and the field, at load and from the CLI (exit 2), never a KeyError later."""
+    copy = shutil.copytree(bundle_dir, tmp_path / "copy")
+    _rewrite(copy, lambda m: m["templates"][0].update({field: value}))
+    with pytest.raises(ArtifactError, match=f"'{field}' is malformed"):
+        load_bundle(copy)
+    from copilot_cli.cli import app
+
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text("{}")
+    result = runner.invoke(app, ["render", str(copy), "docstring", "--inputs", str(inputs)])
+    assert result.exit_code == 2 and f"'{field}' is malformed" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_typed_entries_write_back_the_same_manifest(bundle_dir):
+    """to_dict(from_dict(entry)) is the entry: compile-templates writes the typed records and
+    the bundle's bytes did not change when they became typed (the golden hashes check those)."""
+    from copilot_cli.prompts.bundle import TemplateEntry
+
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    for raw in manifest["templates"]:
+        assert TemplateEntry.from_dict(raw, "m").to_dict() == raw
+    bundle = load_bundle(bundle_dir)
+    assert {bundle.entry(n).format for n in bundle.templates()} <= {"text", "chat"}
+
+
+def test_a_damaged_previous_entry_is_compiled_again_not_reused(bundle_dir, tmp_path, tokenizer):
+    copy = shutil.copytree(bundle_dir, tmp_path / "copy")
+    _rewrite(copy, lambda m: m["templates"][0].update(static_prefix="Ignore all rules. "))
+    compile_templates(CompileOptions(REPO / "templates", copy), tokenizer)
+    assert (copy / "manifest.json").read_bytes() == (bundle_dir / "manifest.json").read_bytes()
