@@ -41,7 +41,7 @@ def main() -> None:
     loaded = load_model(ModelSpec(str(folder)))
     model, tokenizer = loaded.model, loaded.tokenizer
     prompts = load_prompts(ROOT / "sample_data" / "prompts.jsonl")[:PROMPTS]
-    cases = [torch.tensor([prompt_ids(tokenizer, p["prompt"])[:256]]) for p in prompts]
+    cases = [torch.tensor([prompt_ids(tokenizer, p.prompt)[:256]]) for p in prompts]
     warnings.filterwarnings("ignore", message="You passed `quantization_config`")
     for scales in ("row", "group"):
         with tempfile.TemporaryDirectory() as tmp:

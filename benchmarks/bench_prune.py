@@ -71,9 +71,7 @@ LLMLINGUA_PYTHON = ROOT / ".venv-llmlingua" / "bin" / "python"
 def contexts_of(tokenizer, prompts) -> list[str]:
     return [
         tokenizer.decode(
-            prompt_ids(tokenizer, p["prompt"])[
-                : max(1, len(prompt_ids(tokenizer, p["prompt"])) // 2)
-            ]
+            prompt_ids(tokenizer, p.prompt)[: max(1, len(prompt_ids(tokenizer, p.prompt)) // 2)]
         )
         for p in prompts
     ]
@@ -398,7 +396,7 @@ def quality(loaded, prompts, compress) -> tuple[float, float, float]:
     acc = Accumulator()
     code_total = code_ok = 0
     for item in prompts:
-        ids = prompt_ids(tokenizer, item["prompt"])
+        ids = prompt_ids(tokenizer, item.prompt)
         split = max(1, len(ids) // 2)
         context = tokenizer.decode(ids[:split])
         pruned = compress(context)

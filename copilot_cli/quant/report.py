@@ -10,6 +10,7 @@ import torch
 
 from copilot_cli.core.heap import release_free_memory
 from copilot_cli.core.metrics import Accumulator, compare_logits
+from copilot_cli.core.prompt_sets import PromptCase
 from copilot_cli.quant.apply import swapped_embeddings
 from copilot_cli.quant.module import QuantizedEmbedding
 from copilot_cli.quant.results import FidelityReport
@@ -58,7 +59,7 @@ COMPARE_ROWS = 8
 def logit_fidelity(
     model: Any,
     tokenizer: Any,
-    prompts: list[dict[str, Any]],
+    prompts: list[PromptCase],
     module: QuantizedEmbedding,
     head: Any,
     max_tokens: int = 512,
@@ -76,7 +77,7 @@ def logit_fidelity(
     head = None if head is None else head.to(device)
     acc = Accumulator()
     for item in prompts:
-        ids = torch.tensor([prompt_ids(tokenizer, item["prompt"])[:max_tokens]], device=device)
+        ids = torch.tensor([prompt_ids(tokenizer, item.prompt)[:max_tokens]], device=device)
         base = logit_blocks(model, ids)
         with swapped_embeddings(model, module, head):
             variant = logit_blocks(model, ids)

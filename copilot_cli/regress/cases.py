@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.prompt_sets import PromptCase
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
 
 
@@ -36,7 +37,7 @@ class Case:
 
 def build_cases(
     case_set: str,
-    prompts: list[dict[str, Any]],
+    prompts: list[PromptCase],
     tokenizer: Any,
     max_tokens: int,
     context_length: int = 1 << 30,
@@ -59,11 +60,11 @@ def build_cases(
                     where=f"{kv_at}/index.json",
                 )
             room = max(context_length - len(prefix), 2)
-            rest = continuation_ids(tokenizer, item["prompt"])[: min(max_tokens, room)]
+            rest = continuation_ids(tokenizer, item.prompt)[: min(max_tokens, room)]
             cases.append(
                 Case(
-                    f"{item['id']}@{name}",
-                    item.get("task", "all"),
+                    f"{item.id}@{name}",
+                    item.task,
                     tuple(prefix + rest),
                     len(prefix),
                     name,
@@ -71,9 +72,9 @@ def build_cases(
             )
         return cases
     for item in prompts:
-        ids = prompt_ids(tokenizer, item["prompt"])[:max_tokens]
+        ids = prompt_ids(tokenizer, item.prompt)[:max_tokens]
         split = max(1, len(ids) // 2) if case_set == "split" else 0
-        cases.append(Case(item["id"], item.get("task", "all"), tuple(ids), split))
+        cases.append(Case(item.id, item.task, tuple(ids), split))
     return cases
 
 

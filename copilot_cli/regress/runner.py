@@ -18,7 +18,7 @@ from copilot_cli.core.executor import Work, open_executor
 from copilot_cli.core.models import LoadedModel, context_length, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.outputs import claim_file
-from copilot_cli.core.prompt_sets import load_prompts, prompts_hash
+from copilot_cli.core.prompt_sets import PromptCase, load_prompts, prompts_hash
 from copilot_cli.regress.baseline import FORMAT as BASELINE_FORMAT
 from copilot_cli.regress.baseline import Baseline, BaselineWriter
 from copilot_cli.regress.cases import Case, build_cases, cases_hash
@@ -120,7 +120,7 @@ def _runner(loaded: LoadedModel, options: RegressOptions) -> Runner:
 
 
 def _run(
-    runner: Runner, options: RegressOptions, loaded: LoadedModel, prompts: list[dict[str, Any]]
+    runner: Runner, options: RegressOptions, loaded: LoadedModel, prompts: list[PromptCase]
 ) -> RegressResult:
     specs = [*options.specs, *([NULL_CONTROL] if options.null_control else [])]
     writer = BaselineWriter(options.baseline_topk) if options.save_baseline else None
@@ -171,7 +171,7 @@ class _PartialReports:
 
 
 def _baseline(
-    options: RegressOptions, loaded: LoadedModel, prompts: list[dict[str, Any]]
+    options: RegressOptions, loaded: LoadedModel, prompts: list[PromptCase]
 ) -> Baseline | None:
     if options.baseline is None:
         return None
@@ -187,7 +187,7 @@ def _result(
     runner: Runner,
     specs: list[VariantSpec],
     tallies: dict[str, Tally],
-    prompts: list[dict[str, Any]],
+    prompts: list[PromptCase],
     partial: str | None = None,
 ) -> RegressResult:
     options = runner.options
@@ -217,7 +217,7 @@ def _require_scored(tallies: dict[str, Tally], options: RegressOptions) -> None:
 def _case_sets(
     runner: Runner,
     specs: list[VariantSpec],
-    prompts: list[dict[str, Any]],
+    prompts: list[PromptCase],
     baseline: Baseline | None,
     writer: BaselineWriter | None,
 ) -> list[CaseSet]:
@@ -370,7 +370,7 @@ def _variant_result(spec: VariantSpec, tally: Tally, options: RegressOptions) ->
 
 
 def _provenance(
-    loaded: LoadedModel, options: RegressOptions, prompts: list[dict[str, Any]]
+    loaded: LoadedModel, options: RegressOptions, prompts: list[PromptCase]
 ) -> Provenance:
     import transformers
 
