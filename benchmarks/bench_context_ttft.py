@@ -23,10 +23,11 @@ from common import emit, interleaved_seconds
 
 from copilot_cli import instruments
 from copilot_cli.chunking import ChunkOptions, chunk_repository
-from copilot_cli.context import ContextOptions, OverviewOptions, open_session, overview_prefix
+from copilot_cli.context import ContextOptions, OverviewOptions, open_session
 from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.kv import PrefillOptions, load_prefix, prefill_kv
 from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
+from copilot_cli.prompts.completion import overview_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 EMAIL = Path(sysconfig.get_paths()["stdlib"]) / "email"

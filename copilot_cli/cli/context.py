@@ -57,29 +57,29 @@ def context_command(
 ) -> None:
     """Choose repository context for a request (file + cursor), packed into a token budget."""
     from copilot_cli.context import ContextOptions, OverviewOptions, open_session
-    from copilot_cli.context.requests import run_batch, run_one, run_static
+    from copilot_cli.context import requests as answer
 
     session = open_session(chunks, registry, tokenizer_name=tokenizer or None)
+    rendering, text = answer.Rendering.of(bundle, template), None
     if static:
         options = OverviewOptions(chunks, registry, top=top, budget=budget)
-        payload, text = run_static(session, options, bundle, template)
+        result = answer.run_static(session, options, rendering)
+        text = result.prefix if result.template else result.text
     else:
-        base = ContextOptions(
-            chunks, registry, budget=budget, format=snippet_format, unit=unit, prefix=""
-        )
+        kept = {"budget": budget, "format": snippet_format, "unit": unit, "prefix": ""}
+        base = ContextOptions(chunks, registry, **kept)
         if requests is not None:
-            payload, text = run_batch(session, base, requests, repo, bundle, template), None
+            result = answer.run_batch(session, base, requests, repo, rendering)
         else:
-            payload, text = run_one(
-                session, base, file, repo, cursor, prefix_file, suffix_file, bundle, template
-            )
+            request = answer.ContextRequest.from_flags(file, cursor, prefix_file, suffix_file)
+            result = answer.run_one(session, base, request, repo, rendering)
     inputs = [p for p in (chunks, registry, requests, prefix_file, suffix_file) if p]
     batch = requests is not None
     if json_output and out is None:  # stdout holds one document (JSON Lines for a batch)
-        write_out(None, payload, None, batch, inputs)
+        write_out(None, result, None, batch, inputs)
         return
-    write_out(out, payload, text, batch, inputs)
+    write_out(out, result, text, batch, inputs)
     if json_output:
-        print_json(payload if not batch else {"requests": len(payload)})
+        print_json(result.to_dict() if not batch else {"requests": len(result)})
     else:
-        show_context(payload, out, batch)
+        show_context(result, out, batch)

@@ -16,7 +16,7 @@ from copilot_cli.context.render import (
     snippet_ids,
     snippet_text,
 )
-from copilot_cli.context.requests import overview_prefix, overview_prefixes, placeholder_inputs
+from copilot_cli.context.requests import ContextRequest
 from copilot_cli.context.session import (
     ContextSession,
     open_session,
@@ -29,15 +29,13 @@ __all__ = [
     "XML_INTRO",
     "Chosen",
     "ContextOptions",
+    "ContextRequest",
     "ContextResult",
     "ContextSession",
     "OverviewOptions",
     "OverviewResult",
     "file_sep_token",
     "open_session",
-    "overview_prefix",
-    "overview_prefixes",
-    "placeholder_inputs",
     "render_block",
     "repository_overview",
     "select_context",

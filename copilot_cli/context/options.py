@@ -136,6 +136,8 @@ class ContextResult:
     candidates: int
     seconds: float
     fingerprints: dict[str, str]
+    template: str | None = None  # with a bundle: the template rendered around the context
+    prompt: str | None = None  # ... and the prompt it gave
 
     @property
     def context(self) -> list[dict[str, str]]:
@@ -155,6 +157,7 @@ class ContextResult:
             "snippets": [s.to_dict() for s in self.snippets],
             "context": self.context,
             "text": self.text,
+            **({"template": self.template, "prompt": self.prompt} if self.template else {}),
         }
 
 
@@ -164,6 +167,8 @@ class OverviewResult:
     tokens: int
     entries: list[dict[str, Any]]
     fingerprints: dict[str, str]
+    template: str | None = None  # with a bundle: the template whose static text leads
+    prefix: str | None = None  # ... its static text + the overview (what is prefilled)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,4 +178,5 @@ class OverviewResult:
             "tokens": self.tokens,
             "entries": self.entries,
             "text": self.text,
+            **({"template": self.template, "prefix": self.prefix} if self.template else {}),
         }

@@ -18,11 +18,11 @@ from typing import Any
 from copilot_cli.context import (
     XML_INTRO,
     file_sep_token,
-    placeholder_inputs,
     snippet_ids,
     snippet_text,
 )
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
+from copilot_cli.prompts import placeholder_inputs
 
 CHUNK_PREFIX = "chunk/"
 # The canonical start every chunk is computed after: the model's leading specials and the line

@@ -238,7 +238,7 @@ class ContextStep(Step):
         }
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.context import overview_prefixes
+        from copilot_cli.pipeline.overview import overview_prefixes
 
         result, written = overview_prefixes(self.options, self.bundle, self.folder, ctx.tokenizer())
         summary = {"definitions": len(result.entries), "tokens": result.tokens}

@@ -2,6 +2,12 @@
 
 from copilot_cli.prompts.bundle import PromptBundle, RenderedPrompt, load_bundle
 from copilot_cli.prompts.compiler import CompileResult, compile_templates
+from copilot_cli.prompts.completion import (
+    completion_inputs,
+    language_of,
+    overview_prefix,
+    placeholder_inputs,
+)
 from copilot_cli.prompts.errors import InputsError, TemplateError
 from copilot_cli.prompts.inspect import inspect_bundle
 from copilot_cli.prompts.options import CompileOptions, RenderOptions
@@ -19,7 +25,11 @@ __all__ = [
     "RenderedPrompt",
     "TemplateError",
     "compile_templates",
+    "completion_inputs",
     "inspect_bundle",
+    "language_of",
     "load_bundle",
+    "overview_prefix",
+    "placeholder_inputs",
     "render_template",
 ]

@@ -10,14 +10,10 @@ Every piece is tokenized alone, repository text as data (`context.snippet_ids`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 
 from copilot_cli.serving.protocol import CompletionRequest, RequestError
 
-LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".tsx": "typescript",
-             ".go": "go", ".rs": "rust", ".java": "java", ".c": "c", ".h": "c", ".cc": "cpp",
-             ".cpp": "cpp", ".hpp": "cpp"}  # fmt: skip
 # the spellings of fill-in-the-middle and repository tokens, by family (a template written
 # for one family is text to another's tokenizer)
 FIM_SPELLINGS = {
@@ -89,11 +85,7 @@ class Composer:
         self.tokenizer = session.tokenizer
         self.chunks = chunks  # the chunks file: ContextOptions names it
         self.budget = budget
-        entry = bundle.entry(template)
-        schema = entry.schema
-        self.wanted = set(schema.get("properties", {}))
-        self.languages = schema.get("properties", {}).get("language", {}).get("enum")
-        self.add_special = entry.adds_special_tokens
+        self.add_special = bundle.entry(template).adds_special_tokens
         header = session.header
         self.repo_name = header.repository or (header.repositories or ("repository",))[0]
         check_fim_spellings(bundle, template, self.tokenizer)
@@ -145,18 +137,16 @@ class Composer:
         )
 
     def _inputs(self, request: CompletionRequest, context: list[dict[str, str]]) -> dict:
-        language = LANGUAGES.get(PurePosixPath(request.file).suffix, "python")
-        if self.languages and language not in self.languages:
-            raise RequestError(400, f"template {self.template} takes no {language} file")
-        values = {
-            "language": language,
-            "path": request.file or "untitled",
-            "code_before": request.prefix,
-            "code_after": request.suffix,
-            "context": context,
-            "repo_name": self.repo_name,
-        }
-        return {k: v for k, v in values.items() if k in self.wanted}
+        from copilot_cli.core.errors import CopilotError
+        from copilot_cli.prompts import completion_inputs
+
+        try:
+            return completion_inputs(
+                self.bundle, self.template, path=request.file, before=request.prefix,
+                after=request.suffix, context=context, repo_name=self.repo_name,
+            )  # fmt: skip
+        except CopilotError as exc:
+            raise RequestError(400, exc.message) from None
 
 
 def check_fim_spellings(bundle: Any, template: str, tokenizer: Any) -> None:
@@ -166,8 +156,8 @@ def check_fim_spellings(bundle: Any, template: str, tokenizer: Any) -> None:
     Raises:
         OptionError: on `template`, naming the model's own spellings where it has some.
     """
-    from copilot_cli.context import placeholder_inputs
     from copilot_cli.core.options import OptionError
+    from copilot_cli.prompts import placeholder_inputs
 
     schema = bundle.entry(template).schema
     text = bundle.render(template, **placeholder_inputs(schema))

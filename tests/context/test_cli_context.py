@@ -212,3 +212,47 @@ def test_a_symlink_inside_the_repository_to_another_file_inside_is_followed(
         app, [*base, "--repo", str(repo), "--file", "src/alias.py", "--cursor", "3", "--json"]
     )
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ({"file": "src/kvstore/server.py", "cursor": "3", "budget": "300"}, "budget: must be"),
+        ({"file": "src/kvstore/server.py", "cursor": "3", "budget": True}, "budget: must be"),
+        ({"file": "src/kvstore/server.py", "prefix": 42}, "prefix: must be a string"),
+        ({"file": "src/kvstore/server.py", "prefix": "x", "suffix": ["y"]}, "suffix: must be"),
+        ({"file": "src/kvstore/server.py", "cursor": [3]}, "cursor: must be LINE"),
+        ({"file": "src/kvstore/server.py"}, "cursor: a cursor LINE[:COL] or a prefix"),
+        ({"cursor": "3"}, "file: needs a 'file'"),
+    ],
+)
+def test_a_bad_batch_line_is_refused_naming_the_request_and_field(
+    runner, chunked, tmp_path, line, says
+):
+    """A batch line is a typed request, each field checked once: never coerced (a number is
+    not a prefix), never a traceback."""
+    requests = tmp_path / "requests.jsonl"
+    good = {"file": "src/kvstore/server.py", "cursor": "60"}
+    requests.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = _run(runner, chunked, "--requests", str(requests), "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"request 2: {says}" in result.stderr and not out.exists()
+
+
+def test_context_and_serve_fill_a_template_alike(tmp_path):
+    """`context --bundle` and the serving endpoint build a template's inputs in one place: the
+    language from the extension (tsx as typescript; a file of no known language gets the
+    template's first), refused where the template does not take it."""
+    from copilot_cli.core.errors import InputError
+    from copilot_cli.prompts import CompileOptions, compile_templates, language_of, load_bundle
+    from tests.context.conftest import REPO
+
+    compile_templates(CompileOptions(REPO / "templates", tmp_path / "b"))
+    bundle = load_bundle(tmp_path / "b")
+    schema = bundle.entry("code-completion").schema
+    assert language_of("web/app.tsx", schema, "code-completion") == "typescript"
+    assert language_of("untitled", schema, "code-completion") == "python"
+    assert language_of("notes.txt", {"properties": {"language": {}}}, "t") == "text"
+    with pytest.raises(InputError, match="takes no go file"):
+        language_of("main.go", {"properties": {"language": {"enum": ["python"]}}}, "t")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from copilot_cli.context.render import render_block, render_overview
-from copilot_cli.context.requests import overview_prefix
+from copilot_cli.prompts.completion import overview_prefix
 
 from .conftest import REPO
 

@@ -15,7 +15,7 @@ def _json(value: Any) -> str:
 
 
 def write_out(
-    out: Path | None, payload: Any, text: str | None, batch: bool, inputs: list[Path]
+    out: Path | None, result: Any, text: str | None, batch: bool, inputs: list[Path]
 ) -> None:
     """-o gets the request JSON (one request), JSONL (a batch) or the overview text (--static);
     without -o they go to stdout. An existing -o is replaced only if this command wrote it
@@ -24,9 +24,11 @@ def write_out(
     from copilot_cli.core.outputs import claim_file, remember_written
 
     if batch:
-        data = "".join(json.dumps(p, sort_keys=True, ensure_ascii=False) + "\n" for p in payload)
+        data = "".join(
+            json.dumps(r.to_dict(), sort_keys=True, ensure_ascii=False) + "\n" for r in result
+        )
     else:
-        data = text if text is not None else _json(payload)
+        data = text if text is not None else _json(result.to_dict())
     if out is None:
         sys.stdout.write(data)
         return
@@ -35,17 +37,18 @@ def write_out(
     remember_written(out)
 
 
-def show_context(payload: Any, out: Path | None, batch: bool) -> None:
+def show_context(result: Any, out: Path | None, batch: bool) -> None:
+    """One line on stderr: a batch's, an overview's or one request's summary."""
     if batch:
-        tokens = sum(p["tokens"] for p in payload)
+        tokens = sum(r.tokens for r in result)
         note(
-            f"{len(payload)} requests, {tokens} context tokens in all"
+            f"{len(result)} requests, {tokens} context tokens in all"
             + (f" -> {out}" if out else "")
         )
-    elif "entries" in payload:
-        note(f"overview: {len(payload['entries'])} definitions, {payload['tokens']} tokens")
+    elif hasattr(result, "entries"):
+        note(f"overview: {len(result.entries)} definitions, {result.tokens} tokens")
     else:
         note(
-            f"{len(payload['snippets'])} snippets, {payload['tokens']}/{payload['budget']} tokens "
-            f"({payload['snippet_format']}), from {payload['candidates']} candidates"
+            f"{len(result.snippets)} snippets, {result.tokens}/{result.budget} tokens "
+            f"({result.format}), from {result.candidates} candidates"
         )
