@@ -198,6 +198,42 @@ def test_serve_answers_over_http_from_the_restored_slot(slots, server, gguf):
     assert reply["timings"]["prompt_tokens_evaluated"] < len(tokens_of(server.llm, text))
 
 
-def test_serve_without_a_gguf_is_one_line():
-    result = CliRunner().invoke(app, ["serve", "build/kv", "--engine", "llama.cpp"])
+def test_serve_without_a_gguf_is_one_line(tmp_path):
+    result = CliRunner().invoke(app, ["serve", str(tmp_path), "--engine", "llama.cpp"])
     assert result.exit_code == 2 and "needs --model FILE.gguf" in result.stderr
+
+
+def test_build_prepares_llama_cpp_slots_as_prefill_kv_does(gguf, tmp_path):
+    """`prefill_kv: {engine: llama.cpp}` in a build config: the build's kv folder holds the slot
+    files prefill-kv --engine llama.cpp writes (same prefixes, same token ids, same bytes); a
+    rebuild has nothing to do; a flag llama.cpp ignores is refused before any step runs."""
+    config = tmp_path / "copilot-opt.yaml"
+    body = {
+        "model": str(gguf),
+        "templates": str(REPO / "templates"),
+        "repositories": [],
+        "chunk": {"enabled": False},
+        "quantize": {"enabled": False},
+        "regress": {"enabled": False},
+        "prefill_kv": {"engine": "llama.cpp"},
+    }
+    config.write_text(yaml.safe_dump(body))
+    out = tmp_path / "build"
+    result = CliRunner().invoke(app, ["build", "--config", str(config), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    direct = tmp_path / "direct"
+    args = ["prefill-kv", str(out / "templates"), "--engine", "llama.cpp", "-m", str(gguf)]
+    made = CliRunner().invoke(app, [*args, "-o", str(direct)])
+    assert made.exit_code == 0, made.output
+    built = json.loads((out / "kv" / "slots.json").read_text())
+    assert len(built["prefixes"]) >= 3
+    assert (out / "kv" / "slots.json").read_bytes() == (direct / "slots.json").read_bytes()
+    for prefix in built["prefixes"]:
+        assert (out / "kv" / prefix["file"]).read_bytes() == (direct / prefix["file"]).read_bytes()
+    again = CliRunner().invoke(app, ["build", "--config", str(config), "-o", str(out)])
+    assert again.exit_code == 0 and "nothing to do" in again.output
+    body["prefill_kv"]["block_size"] = 32
+    config.write_text(yaml.safe_dump(body))
+    refused = CliRunner().invoke(app, ["build", "--config", str(config), "-o", str(out)])
+    assert refused.exit_code == 2
+    assert "prefill_kv.block_size: not honoured by --engine llama.cpp" in refused.stderr

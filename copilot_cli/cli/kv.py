@@ -72,9 +72,10 @@ def prefill_kv_command(
         registry=registry,
         top=top,
         snippet_format=snippet_format,
+        engine=engine,
     )
     if engine != "transformers":
-        return _slots(engine, options, model, json_output)
+        return _slots(options, json_output)
     result = prefill_kv(options)
     for message in result.warnings:
         warn(message)
@@ -85,13 +86,12 @@ def prefill_kv_command(
     result.raise_for_failures()
 
 
-def _slots(engine: str, options: Any, model: str, js: bool) -> None:
-    """prefill-kv --engine llama.cpp: slot files and their index (unhonoured flags refused)."""
-    from copilot_cli.serving.engines import prefill_llamacpp, refuse_unhonoured
+def _slots(options: Any, js: bool) -> None:
+    """prefill-kv --engine llama.cpp: slot files and their index (the options refused what
+    llama.cpp would ignore)."""
+    from copilot_cli.kv import prefill_llamacpp
 
-    refuse_unhonoured(engine, options)
-    chunks = options if options.chunks is not None else None
-    index = prefill_llamacpp(engine, options.bundle, options.texts, model, options.out, chunks)
+    index = prefill_llamacpp(options)
     if js:
         print_json(index.to_dict())
         return

@@ -57,10 +57,6 @@ def serve_command(
         from copilot_cli.serving.endpoint import serve_endpoint
 
         return serve_endpoint(locals())
-    if engine != "vllm":
-        from copilot_cli.serving.engines import serve_llamacpp
-
-        return serve_llamacpp(kv_dir, model, host, port)
     options = ServeOptions(
         kv_dir=kv_dir,
         model=model,
@@ -70,7 +66,12 @@ def serve_command(
         preload=not no_preload,
         plan=plan,
         extra_args=tuple(ctx.args),
+        engine=engine,
     )
+    if engine != "vllm":
+        from copilot_cli.serving.engines import serve_llamacpp
+
+        return serve_llamacpp(kv_dir, model, host, port)
     if print_command:
         model_dir, dtype = check(options)
         typer.echo(printable(options, model_dir, dtype))

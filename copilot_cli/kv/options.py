@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from copilot_cli.core.cluster import require_target
+from copilot_cli.core.engines import refuse_ignored
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.core.outputs import check_output_shape
@@ -35,6 +36,10 @@ class PrefillOptions:
         snippet_format: the snippet format chunks are stored in (as `context --format`).
         ray: None (this process) or a Ray target (`local`, `auto`, an address): subtrees of
             the radix tree are prefilled by actors; the files are the same bytes.
+        engine: what computes the KV: "transformers" (a KV folder of safetensors) or
+            "llama.cpp" (llama.cpp's own slot files, for its server; `model` names a GGUF).
+            Settings llama.cpp does not honour (verify, ray, dtype, block and chunk sizes, the
+            device) are refused with it (core/engines.py).
     """
 
     out: Path = setting(Path("build/kv"), yaml=False)
@@ -50,9 +55,11 @@ class PrefillOptions:
     registry: Path | None = setting(None, yaml=False)
     top: int | None = setting(None, yaml=False)
     snippet_format: Literal["auto", "xml", "file-sep"] = setting("auto", yaml=False)
+    engine: str = "transformers"
 
     def __post_init__(self) -> None:
         coerce_paths(self)
+        refuse_ignored(self.engine, "prefill-kv", self)
         require_target(self.ray)
         require(
             self.dtype in ("auto", "float32", "float16", "bfloat16"),

@@ -125,7 +125,12 @@ class BuildConfig:
 def _merged(data: dict[str, Any]) -> dict[str, Any]:
     merged = {**copy.deepcopy(TOP_LEVEL), **{k: v for k, v in data.items() if k in TOP_LEVEL}}
     for name in SECTIONS:
-        section = {**PIPELINE_DEFAULTS.get(name, {}), **data.get(name, {})}
+        defaults = PIPELINE_DEFAULTS.get(name, {})
+        if name == "prefill_kv" and data.get(name, {}).get("engine", "transformers") != (
+            "transformers"
+        ):
+            defaults = {}  # --verify compares with transformers: llama.cpp's slots have no twin
+        section = {**defaults, **data.get(name, {})}
         if name == "regress":
             section["thresholds"] = dict(data.get(name, {}).get("thresholds", {}))
         merged[name] = section

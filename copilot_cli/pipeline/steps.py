@@ -163,9 +163,17 @@ class PrefillStep(Step):
         return {**ctx.base_inputs(self.options), "bundle": bundle}
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.kv import prefill_kv
+        from copilot_cli.kv import prefill_kv, prefill_llamacpp
 
-        result = prefill_kv(replace(self.options, bundle=self.bundle), ctx.loaded())
+        options = replace(self.options, bundle=self.bundle)
+        if options.engine == "llama.cpp":  # llama.cpp's own slot files, for its server
+            index = prefill_llamacpp(options)
+            tokens = sum(len(p.token_ids) for p in index.prefixes)
+            sizes = sum(p.bytes for p in index.prefixes)
+            return StepOutcome(
+                {"prefixes": len(index.prefixes), "prefix_tokens": tokens, "bytes": sizes}
+            )
+        result = prefill_kv(options, ctx.loaded())
         summary = {
             "prefixes": len(result.prefixes),
             "prefix_tokens": result.sum_prefix_tokens,

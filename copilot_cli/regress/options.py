@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.cluster import require_target
+from copilot_cli.core.engines import engines_for
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import (
@@ -26,7 +27,7 @@ from copilot_cli.paths import DEFAULT_PROMPTS
 MAX_GEN_TOKENS = 4096
 DEFAULT_BATCH_SIZE = 4  # measured: benchmarks/bench_regress.py runs batch sizes side by side
 MAX_BATCH_SIZE = 256  # the model's context bounds it further at run time
-ENGINES = ("transformers", "vllm", "llama.cpp")
+ENGINES = engines_for("regress")
 ORIGINALS = ("engine", "transformers")
 
 # Beyond these a threshold passes nearly anything (a mean KL of 1 nat is a different model;

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.engines import engines_for
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.serving import protocol
 from copilot_cli.serving.generated import Generated
@@ -264,7 +265,7 @@ def make_server(endpoint: Endpoint, host: str, port: int) -> ThreadingHTTPServer
     return server
 
 
-ENDPOINT_ENGINES = ("transformers", "llama.cpp", "vllm")
+ENDPOINT_ENGINES = engines_for("endpoint")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
-"""llama.cpp: each static prefix's slot file computed offline by llama.cpp itself, and restored
-before a request instead of recomputing the prefix (needs llama-cpp-python: make llamacpp-env).
+"""llama.cpp serving the slot files prefill-kv computed (kv/llamacpp.py): each prefix restored
+before a request instead of recomputed (needs llama-cpp-python: make llamacpp-env).
 
-The slot files are what llama.cpp's `llama_state_seq_save_file` writes after computing a
-prefix: its own kernels' KV, so a restore equals a recompute. A restore is checked three ways
+A restore is checked three ways
 before its tokens are trusted: the index (digest, GGUF sha256, vocabulary fingerprint), the
 file's sha256, and the token ids llama.cpp reads back from it; afterwards llama.cpp's own
 counters say how many prompt tokens it evaluated (`prompt_tokens_evaluated`), so a restore
@@ -12,8 +11,6 @@ that silently did nothing shows.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,109 +19,25 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from copilot_cli.core.artifacts import canonical_json, sealed, sha256_file, write_bytes
 from copilot_cli.core.errors import ArtifactError
-from copilot_cli.core.outputs import claim_folder, replaced_folder
-from copilot_cli.kv import SLOTS_DIR as SLOTS
-from copilot_cli.kv import SLOTS_FORMAT as FORMAT
-from copilot_cli.kv import SLOTS_INDEX as INDEX
-from copilot_cli.kv import SlotIndex, SlotPrefix, verified_slot
+from copilot_cli.kv import (
+    DEFAULT_SLOT_CONTEXT as DEFAULT_CONTEXT,
+)
+from copilot_cli.kv import (
+    SlotSource,
+    bundle_prefixes,
+    clear_context,
+    open_model,
+    prefill_slots,
+    tokens_of,
+    verified_slot,
+    vocabulary_fingerprint,
+)
 from copilot_cli.kv import check_slot_model as check_model
 from copilot_cli.kv import read_slot_index as read_index
 
-DEFAULT_CONTEXT = 4096
-
-
-def open_model(gguf: Path, n_ctx: int = DEFAULT_CONTEXT) -> Any:
-    """llama.cpp on `gguf`, one sequence, all cores, quiet."""
-    return llama_cpp.Llama(
-        model_path=str(gguf), n_ctx=n_ctx, n_threads=os.cpu_count() or 1, seed=0, verbose=False
-    )
-
-
-def vocabulary_fingerprint(llm: Any) -> str:
-    """sha256 of llama.cpp's vocabulary: every token's text and type, in id order."""
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    digest = hashlib.sha256()
-    for token in range(llm.n_vocab()):
-        digest.update(llama_cpp.llama_vocab_get_text(vocab, token) or b"")
-        digest.update(b"\0%d\0" % llama_cpp.llama_vocab_get_attr(vocab, token))
-    return digest.hexdigest()
-
-
-def tokens_of(llm: Any, text: str) -> list[int]:
-    """`text` as llama-server tokenizes a prompt: the model's BOS if it adds one, specials
-    parsed."""
-    return llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
-
-
-@dataclass(frozen=True)
-class SlotSource:
-    """What one slot file holds: a text llama.cpp tokenizes as llama-server does, or token ids
-    given (a snippet after the chunk lead, as `context.snippet_ids` makes them)."""
-
-    name: str
-    text: str = ""
-    token_ids: tuple[int, ...] | None = None
-    kind: str = "prefix"
-    lead_tokens: int = 0
-
-
-def prefill_slots(prefixes: dict[str, str] | list[SlotSource], gguf: Path, out: Path) -> SlotIndex:
-    """Compute each named prefix (or source) with llama.cpp and write its slot file and the
-    index into `out` (replaced as one unit)."""
-    claim_folder(out, "out", fmt=FORMAT, manifest=INDEX, label="llama.cpp slot folder")
-    sources = (
-        [SlotSource(name, text) for name, text in sorted(prefixes.items())]
-        if isinstance(prefixes, dict)
-        else sorted(prefixes, key=lambda source: source.name)
-    )
-    llm = open_model(gguf, max(DEFAULT_CONTEXT, *(len(s.token_ids or ()) + 1 for s in sources)))
-    entries = []
-    with replaced_folder(out, fmt=FORMAT) as new:
-        (new / SLOTS).mkdir()
-        for source in sources:
-            tokens = list(source.token_ids) if source.token_ids else tokens_of(llm, source.text)
-            file = f"{SLOTS}/{hashlib.sha256(source.name.encode()).hexdigest()[:32]}.bin"
-            _compute(llm, tokens)
-            _save(llm, new / file, tokens)
-            size, digest = (new / file).stat().st_size, sha256_file(new / file)
-            entries.append(
-                SlotPrefix(
-                    source.name, tuple(tokens), file, size, digest, source.kind, source.lead_tokens
-                )
-            )
-        index = SlotIndex(
-            gguf_name=gguf.name,
-            gguf_bytes=gguf.stat().st_size,
-            gguf_sha256=sha256_file(gguf),
-            tokenizer_fingerprint=vocabulary_fingerprint(llm),
-            llama_cpp_version=llama_cpp.__version__,
-            prefixes=tuple(entries),
-        )
-        write_bytes(new / INDEX, canonical_json(sealed(index.to_dict())).encode("utf-8"))
-    return index
-
-
-def _clear(llm: Any) -> int:
-    """Forget every token of the context (Python's record and llama.cpp's memory)."""
-    llm.reset()
-    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
-    return 0
-
-
-def _compute(llm: Any, tokens: list[int]) -> None:
-    _clear(llm)
-    llm.eval(tokens)
-
-
-def _save(llm: Any, path: Path, tokens: list[int]) -> None:
-    array = (llama_cpp.llama_token * len(tokens))(*tokens)
-    written = llama_cpp.llama_state_seq_save_file(
-        llm.ctx, str(path).encode(), 0, array, len(tokens)
-    )
-    if written == 0:
-        raise ArtifactError("llama.cpp wrote no slot file", where=str(path))
+# the producer's names, where serving code and benchmarks have always found them
+__all__ = ["SlotSource", "bundle_prefixes", "open_model", "prefill_slots", "tokens_of"]
 
 
 @dataclass
@@ -149,7 +62,7 @@ class SlotServer:
     def restore(self, tokens: list[int]) -> int:
         """Load the longest stored prefix of `tokens` into sequence 0 (0: none fits)."""
         prefix = self.index.longest(tokens)
-        _clear(self.llm)
+        clear_context(self.llm)
         if prefix is None:
             return 0
         path = self.folder / prefix.file
@@ -171,7 +84,7 @@ class SlotServer:
         """Greedy tokens after `tokens`, the prefix restored first (or everything computed)."""
         started = time.perf_counter()
         llama_cpp.llama_perf_context_reset(self.llm.ctx)
-        restored = self.restore(tokens) if restore else _clear(self.llm)
+        restored = self.restore(tokens) if restore else clear_context(self.llm)
         out: list[int] = []
         first = 0.0
         for token in self.llm.generate(tokens, top_k=1, temp=0.0, reset=True):
@@ -182,20 +95,6 @@ class SlotServer:
                 break
         evaluated = llama_cpp.llama_perf_context(self.llm.ctx).n_p_eval
         return Completion(out, restored, int(evaluated), first)
-
-
-def bundle_prefixes(bundle: Path | None, texts: tuple[Path, ...]) -> dict[str, str]:
-    """The static prefix of every template of `bundle`, and each text file, by name (as
-    prefill-kv names them: `template:NAME`, `text:FILE`)."""
-    from copilot_cli.prompts import load_bundle
-
-    prefixes: dict[str, str] = {}
-    if bundle is not None:
-        loaded = load_bundle(bundle)
-        prefixes.update({name: loaded.static_prefix(name) for name in loaded.templates()})
-    for text in texts:
-        prefixes[text.name] = text.read_text(encoding="utf-8")
-    return prefixes
 
 
 def serve_http(server: SlotServer, host: str, port: int) -> None:

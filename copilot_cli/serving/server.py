@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.engines import refuse_ignored
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import default_model
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
@@ -39,6 +40,9 @@ class ServeOptions:
         plan: a warm plan (`warm-plan`): L0 at start, L1 in the background, the rest only
             when its Bloom filter allows (replaces `preload`).
         extra_args: passed to vLLM as they are (after `--` on the command line).
+        engine: "vllm" (its OpenAI server with the prefix connector) or "llama.cpp" (a slot
+            folder restored by llama.cpp; `model` names the GGUF; the loading settings above
+            are vLLM's and refused with it).
     """
 
     kv_dir: Path = setting(Path("build/kv"), yaml=False)
@@ -49,9 +53,11 @@ class ServeOptions:
     preload: bool = True
     plan: Path | None = None
     extra_args: tuple[str, ...] = ()
+    engine: str = "vllm"
 
     def __post_init__(self) -> None:
         coerce_paths(self)
+        refuse_ignored(self.engine, "serve", self)
         require(self.kv_dir.is_dir(), "kv_dir", f"{self.kv_dir} is not a KV folder")
         require_count(self.port, "port", low=1, high=65535)
         require_count(self.max_bytes, "max_bytes", low=1)
