@@ -133,3 +133,12 @@ def test_cuda_without_cuda_is_a_usage_error(runner, tiny_llama_dir):
 
 def test_unknown_option_is_exit_2(runner):
     assert runner.invoke(app, ["model-info", "--no-such-option"]).exit_code == 2
+
+
+def test_the_options_reference_in_docs_is_the_commands_own():
+    """docs/cli.md's options reference is what the commands declare (flags, variables,
+    defaults, help): regenerate it with `python -m copilot_cli.cli.reference`."""
+    from copilot_cli.cli.reference import in_page, reference
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert in_page(page) == reference()
