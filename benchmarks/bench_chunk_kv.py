@@ -44,8 +44,8 @@ from copilot_cli.kv.assemble import assemble_cache
 from copilot_cli.kv.builder import prefixes_from_bundle
 from copilot_cli.kv.chunkkv import snippet_sources
 from copilot_cli.kv.loader import build_cache
-from copilot_cli.kv.serving import context_pieces
 from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
+from copilot_cli.serving import context_pieces
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = "code-completion"

@@ -39,8 +39,9 @@ def requests(paths: dict[str, Path], tokenizer: Any, count: int, snippets: int, 
     from copilot_cli.chunking import read_chunks
     from copilot_cli.context import snippet_text
     from copilot_cli.core.tokens import prompt_ids
-    from copilot_cli.kv import chunk_name, context_pieces
+    from copilot_cli.kv import chunk_name
     from copilot_cli.prompts import load_bundle
+    from copilot_cli.serving import context_pieces
     from copilot_cli.serving.compose import Composed
 
     bundle = load_bundle(paths["bundle"])

@@ -23,8 +23,8 @@ def measure_ttft(kv_dir: Path, bundle_dir: Path) -> tuple[str, int, float, float
 
     from copilot_cli.core.models import ModelSpec, load_model
     from copilot_cli.kv import KVCacheDir, load_prefix
-    from copilot_cli.kv.serving import prepare_prompt
     from copilot_cli.prompts import load_bundle
+    from copilot_cli.serving import prepare_prompt
 
     loaded = load_model(ModelSpec())
     bundle = load_bundle(bundle_dir)

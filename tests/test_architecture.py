@@ -255,3 +255,21 @@ def test_work_reaches_other_processes_only_through_the_executor():
         for match in spawning.finditer(path.read_text())
     ]
     assert found == []
+
+
+def test_the_capability_table_names_what_each_package_exports():
+    """ARCHITECTURE.md's capability table: every entry point and options class it names in a
+    row is exported by that row's package (renaming or moving one fails here, not in a reader's
+    hands)."""
+    import importlib
+
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    rows = re.findall(r"^\| [^|]+ \| `([a-z_]+)/` \| ([^|]+) \| ([^|]+) \|$", text, flags=re.M)
+    assert len(rows) >= 10
+    missing = []
+    for package, entries, options in rows:
+        module = importlib.import_module(f"copilot_cli.{package}")
+        for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", entries + options):
+            if not hasattr(module, name):
+                missing.append(f"{package}: {name}")
+    assert missing == []

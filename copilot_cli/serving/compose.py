@@ -32,7 +32,7 @@ class Composed:
 
     template: str
     prefix_ids: list[int]
-    pieces: list[Any]  # list[int] (computed) or kv.serving.StoredSnippet (placed)
+    pieces: list[Any]  # list[int] (computed) or serving.prefixed.StoredSnippet (placed)
     tail: list[int]
     snippets: list[dict[str, Any]] = field(default_factory=list)
 
@@ -99,7 +99,7 @@ class Composer:
         from copilot_cli.context import ContextOptions
         from copilot_cli.core.errors import CopilotError
         from copilot_cli.core.tokens import prompt_ids
-        from copilot_cli.kv import context_pieces
+        from copilot_cli.serving.prefixed import context_pieces
 
         try:
             options = ContextOptions(

@@ -278,9 +278,9 @@ def _context(chunk_kv, count: int) -> list[dict[str, str]]:
 
 def test_a_request_reuses_stored_chunks_and_full_recompute_is_a_full_prefill(chunk_kv, shipped):
     from copilot_cli.core.tokens import prompt_ids
-    from copilot_cli.kv import PrefixStore, generate_with_prefix
-    from copilot_cli.kv.serving import assemble_request
+    from copilot_cli.kv import PrefixStore
     from copilot_cli.prompts import load_bundle
+    from copilot_cli.serving import assemble_request, generate_with_prefix
 
     model, tok = shipped.model, shipped.tokenizer
     bundle, kv = load_bundle(chunk_kv["bundle"]), chunk_kv["kv"]
@@ -472,8 +472,8 @@ def test_inspect_bounds_every_count_and_kind_of_a_chunk_entry(
 
 def test_swapped_chunk_kv_is_refused_before_it_is_placed(chunk_kv, shipped, tmp_path):
     from copilot_cli.core.errors import ArtifactError
-    from copilot_cli.kv import generate_with_prefix
     from copilot_cli.prompts import load_bundle
+    from copilot_cli.serving import generate_with_prefix
 
     copy = _resealed_copy(chunk_kv, tmp_path, _swap_two_chunks)
     bundle = load_bundle(chunk_kv["bundle"])

@@ -134,9 +134,9 @@ def test_prefix_store_shares_counts_and_evicts(shipped, tmp_path):
 def test_generate_with_prefix_is_token_identical(shipped, tmp_path):
     from pathlib import Path
 
-    from copilot_cli.kv import generate_with_prefix
     from copilot_cli.kv.builder import prefixes_from_bundle
     from copilot_cli.prompts import CompileOptions, compile_templates, load_bundle
+    from copilot_cli.serving import generate_with_prefix
 
     repo = Path(__file__).resolve().parents[2]
     compile_templates(CompileOptions(repo / "templates", tmp_path / "b"), shipped.tokenizer)

@@ -1,4 +1,5 @@
-"""Generate from a template with its prefix's KV loaded instead of recomputed."""
+"""Serving in transformers: generate from a template with its prefix's KV loaded instead of
+recomputed, and a request's stored snippets placed (the KV that kv/ produced and stores)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import ArtifactError
-from copilot_cli.core.models import cache_kwargs
+from copilot_cli.core.models import cache_kwargs, truncate
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
-from copilot_cli.kv.loader import KVCacheDir, PrefixStore, load_prefix
-from copilot_cli.kv.prefill import truncate
+from copilot_cli.kv import KVCacheDir, PrefixStore, load_prefix
 
 
 def prepare_prompt(
@@ -48,7 +48,7 @@ def context_pieces(
     its ids; the ids of what follows the last snippet). Each piece is tokenized alone (a chunk
     as it was stored), a snippet's repository text as data (`context.snippet_ids`)."""
     from copilot_cli.context import FILE_SEP_TOKENS, snippet_ids, snippet_text
-    from copilot_cli.kv.chunkkv import chunk_name
+    from copilot_cli.kv import chunk_name
 
     pieces: list[StoredSnippet | list[int]] = []
     cursor = 0
@@ -84,8 +84,7 @@ def assemble_request(
     prefix as stored, each stored chunk placed where the prompt has it, recomputed at
     `recompute`), and the ids of the rest of the prompt. Returns (Assembled, rest ids, names
     taken from a PrefixStore: release them when done)."""
-    from copilot_cli.kv.assemble import assemble_cache, load_piece
-    from copilot_cli.kv.chunkkv import lead_ids
+    from copilot_cli.kv import assemble_cache, lead_ids, load_piece
 
     inputs = {**inputs, "context": list(getattr(context, "context", context))}
     rendered = bundle.split(template, **inputs)
