@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from copilot_cli.chunking.families import UNKNOWN, WS, Family, byte_classes, family_of
 from copilot_cli.chunking.pretoken import PieceCache
+from copilot_cli.core.fingerprints import backend_json
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets
 
 SEPARATOR = " · "
@@ -85,9 +87,6 @@ def splitting_rule(tokenizer: Any) -> tuple[Family | None, tuple[str, ...], dict
     """(the pre-tokenizer family whose pieces may be cached and counts derived, or None; the
     added tokens' texts; the model's vocabulary), from one read of tokenizer.json (the one
     the fingerprint reads too)."""
-    import json
-
-    from copilot_cli.core.fingerprints import backend_json
 
     try:
         text = backend_json(tokenizer)

@@ -21,6 +21,8 @@ from copilot_cli.chunking.dedup import line_hashes
 from copilot_cli.chunking.files import FileReport, chunk_file
 from copilot_cli.chunking.packer import TokenCounter
 from copilot_cli.chunking.walk import read_regular
+from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.fingerprints import cache_dir
 
 WORKER: dict[str, Any] = {}
 BATCH_BYTES = 1 << 20  # at most about one second of chunking per unit on one core
@@ -35,7 +37,6 @@ Batch = list[tuple[str, bytes, int, str]]  # (relative path, bytes, budget, cach
 def init_worker(tokenizer: Any) -> str:
     """A worker's state: its token counter (module-level: the chunker's functions read it);
     its machine's cache folder."""
-    from copilot_cli.core.fingerprints import cache_dir
 
     WORKER["counter"] = TokenCounter(tokenizer)
     WORKER["tokenizer"] = tokenizer
@@ -71,7 +72,6 @@ def batches(
 
 def chunk_batch(cache: str, files: Batch) -> list[dict[str, Any]]:
     """On a worker: chunk each (path, bytes, budget, cache key); its machine's cache first."""
-    from copilot_cli.core.artifacts import write_bytes
 
     out = []
     for rel, data, budget, key in files:

@@ -14,6 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from copilot_cli.core.errors import CopilotError
+from copilot_cli.core.inputs import check_cache_dir
+
 ENV_PREFIX = "COPILOT_OPT_"
 stdout_console = Console(soft_wrap=True)
 stderr_console = Console(stderr=True, soft_wrap=True)
@@ -87,8 +90,6 @@ JsonOpt = Annotated[bool, option("--json", help="Print a machine-readable result
 
 def check_environment() -> None:
     """What every command needs of its environment, checked before any work (one line, 2)."""
-    from copilot_cli.core.errors import CopilotError
-    from copilot_cli.core.inputs import check_cache_dir
 
     try:
         check_cache_dir()

@@ -9,6 +9,10 @@ import typer
 
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
+from copilot_cli.cli.views.warm import show
+from copilot_cli.warm import WarmPlanOptions, make_plan
+from copilot_cli.warm.options import parse_bytes
+from copilot_cli.warm.plan import write_plan
 
 
 @handle_errors
@@ -38,10 +42,6 @@ def warm_plan_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Rank prefixes and chunks by predicted use and assign tiers within a memory budget."""
-    from copilot_cli.cli.views.warm import show
-    from copilot_cli.warm import WarmPlanOptions, make_plan
-    from copilot_cli.warm.options import parse_bytes
-    from copilot_cli.warm.plan import write_plan
 
     options = WarmPlanOptions(
         logs=tuple(logs),

@@ -26,6 +26,7 @@ from copilot_cli.context.render import (
 from copilot_cli.context.select import Request, choose
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.core.models import default_model, load_tokenizer
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.syntax import EXTENSIONS
 
@@ -95,7 +96,6 @@ def _count(tokenizer: Any, text: str) -> int:
 def _tokenizer_of(loaded: Any, name: str | None) -> Any:
     if loaded is not None:
         return getattr(loaded, "tokenizer", loaded)
-    from copilot_cli.core.models import default_model, load_tokenizer
 
     return load_tokenizer(name or default_model())
 

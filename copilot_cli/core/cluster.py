@@ -16,8 +16,13 @@ same bytes.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import logging
 import os
 import re
+import signal
+import socket
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +42,6 @@ def check_target(value: str) -> str | None:
     Ray is not installed (said before any work starts)."""
     if not (value in ("local", "auto") or _ADDRESS.match(value)):
         return f"{value!r} is not local, auto, HOST:PORT or ray://HOST:PORT"
-    import importlib.util
 
     if importlib.util.find_spec("ray") is None:
         return INSTALL_HINT
@@ -67,7 +71,6 @@ def import_ray() -> Any:
 def session(target: str) -> Iterator[Any]:
     """The `ray` module, connected to `target` for the duration (an already connected driver,
     such as a test's, is used as it is and left connected)."""
-    import logging
 
     verbose = logging.getLogger("copilot_cli").isEnabledFor(logging.DEBUG)
     if not verbose:  # Ray's own C++ warnings (connection retries...) are not ours to print
@@ -104,7 +107,6 @@ def session(target: str) -> Iterator[Any]:
 def _native_stderr_silenced() -> Iterator[None]:
     """File descriptor 2 sent to /dev/null while Ray starts: its C++ core prints a line about
     its own log level there, whatever the level (Python's sys.stderr is flushed first)."""
-    import sys
 
     sys.stderr.flush()
     saved = os.dup(2)
@@ -120,7 +122,6 @@ def _native_stderr_silenced() -> Iterator[None]:
 def unreachable(target: str, timeout: float = JOIN_TIMEOUT) -> str | None:
     """Why the head node at `target` (HOST:PORT or ray://HOST:PORT) cannot be reached (None
     when a TCP connection opens): said at once, where Ray would retry for minutes."""
-    import socket
 
     host, _, port = target.removeprefix("ray://").rpartition(":")
     try:
@@ -146,7 +147,6 @@ def maybe_die_once() -> None:
     except FileExistsError:
         return
     os.close(fd)
-    import signal
 
     os.kill(os.getpid(), signal.SIGKILL)
 

@@ -17,8 +17,10 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from copilot_cli.core.errors import ModelLoadError
+from copilot_cli.core.fingerprints import model_fingerprint_from_weights, tensor_cache
 
 SUFFIX = ".gguf"
 MAGIC = b"GGUF"
@@ -155,7 +157,6 @@ def _metadata(path: Path, key: str) -> str | None:
 
 def gguf_fingerprint(path: Path, model: Any) -> str:
     """The model fingerprint of a GGUF file's dequantized model (see the module docstring)."""
-    from copilot_cli.core.fingerprints import model_fingerprint_from_weights, tensor_cache
 
     def compute(_: str) -> str:
         return model_fingerprint_from_weights(model, saved_only=True)
@@ -169,7 +170,6 @@ def gguf_fingerprint(path: Path, model: Any) -> str:
 def _no_tqdm() -> Iterator[None]:
     """transformers' dequantization loop draws a tqdm bar on stderr (our CLI owns stderr;
     tqdm reads TQDM_DISABLE only when it is imported): the loop gets a plain iterator."""
-    from unittest import mock
 
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from copilot_cli.core.artifacts import fsync_dir, sha256_file, write_bytes
+from copilot_cli.core.fingerprints import cache_dir
 from copilot_cli.core.options import OptionError
 
 MARKER = ".copilot-opt-output"
@@ -144,7 +145,6 @@ def _remembered(path: Path) -> bool:
 
 
 def _record_of(path: Path) -> Path:
-    from copilot_cli.core.fingerprints import cache_dir
 
     key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()
     return cache_dir() / "written" / key

@@ -8,6 +8,7 @@ the same bytes, and stream tensor data to disk instead of building one large buf
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 from collections.abc import Mapping
@@ -201,7 +202,6 @@ def read_verified(path: Path) -> tuple[dict[str, dict], dict[str, str], Any, int
         ArtifactError: a damaged, truncated or edited file (including one written before
             files carried a digest).
     """
-    import mmap
 
     import xxhash
 

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import InputError
+from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, check_model, read_chain
 from copilot_cli.kv.prefill import extend
 from copilot_cli.kv.rope import Rotary, rerotate, rotary_of
 
@@ -88,7 +89,6 @@ def assemble_cache(
     rotary = rotary_of(model, prompt_tokens=total)
     if prefix is not None and prefix.start != 0:
         raise InputError("a stored prefix must start at position 0", where="prefix")
-    from copilot_cli.kv.loader import build_cache
 
     with torch.no_grad():
         ids, joined_k, joined_v, placed, computed = _lay_out(model, prefix, pieces, rotary)
@@ -166,7 +166,6 @@ def _lay_out_in_order(
 ) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor], list[tuple[int, int]], int]:
     """Piece by piece: stored ones placed, computed ones run over the cache assembled so far
     (models without a decoder stack the one-pass layout can drive)."""
-    from copilot_cli.kv.loader import build_cache
 
     stored = [p for p in ([prefix] if prefix else []) + pieces if isinstance(p, StoredPiece)]
     layers = len(stored[0].keys) if stored else 0
@@ -354,7 +353,6 @@ def load_piece(kv: Any, model: Any, name: str, *, tokenizer: Any | None = None) 
     """A stored prefix or chunk of `kv` (a KV folder path, KVCacheDir or PrefixStore) as a
     piece: every check of `load_prefix` made; a chunk's lead is left out (its own tokens start
     at `lead_tokens`)."""
-    from copilot_cli.kv.loader import KVCacheDir, PrefixStore, check_model, read_chain
 
     if isinstance(kv, PrefixStore):
         token_ids, keys, values = kv.tensors(name)

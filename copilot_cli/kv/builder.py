@@ -43,6 +43,7 @@ from copilot_cli.kv.prefill import WorkItem
 from copilot_cli.kv.radix import RadixTree, Segment
 from copilot_cli.kv.units import compute
 from copilot_cli.kv.verify import VerifyReport, verify_prefixes
+from copilot_cli.prompts import load_bundle
 
 
 @dataclass
@@ -91,7 +92,6 @@ class PrefillResult:
 
 def prefixes_from_bundle(bundle_path: Path, tokenizer_fingerprint: str) -> list[PrefixSource]:
     """Static prefixes of every template in a compiled bundle."""
-    from copilot_cli.prompts import load_bundle
 
     bundle = load_bundle(bundle_path)
     made_with = bundle.tokenizer_fingerprint

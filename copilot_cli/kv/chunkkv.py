@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.chunking import read_pair
 from copilot_cli.context import (
     XML_INTRO,
     file_sep_token,
@@ -22,6 +23,7 @@ from copilot_cli.context import (
     snippet_text,
 )
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
+from copilot_cli.kv.options import PrefixSource
 from copilot_cli.prompts import placeholder_inputs
 
 CHUNK_PREFIX = "chunk/"
@@ -57,7 +59,6 @@ def chunk_sources(
 ) -> list[Any]:
     """A PrefixSource per distinct snippet of the chunks file (the `top` highest-ranked by the
     registry when given, else all, in file order), each = lead ids + snippet ids."""
-    from copilot_cli.chunking import read_pair
 
     read, reg = read_pair(chunks, registry, tokenizer_fingerprint=tokenizer_fp)
     records = list(read.chunks)
@@ -75,7 +76,6 @@ def snippet_sources(
 ) -> list[Any]:
     """A PrefixSource per distinct snippet of (path, text, origin) items, in order: the lead's
     ids, then the snippet's own (tokenized alone, as a request's pieces are)."""
-    from copilot_cli.kv.options import PrefixSource
 
     chosen, separator = snippet_format(tokenizer, fmt)
     lead = lead_ids(tokenizer)
@@ -140,7 +140,6 @@ def context_openings(bundle: Any, tokenizer: Any, fmt: str = "auto") -> list[Any
     (tokenized alone, as a request's pieces are), so a request with context restores both and
     its snippets follow at once: one contiguous stored region, what an engine that cannot
     compute between stored pieces (vLLM's connector) needs."""
-    from copilot_cli.kv.options import PrefixSource
 
     chosen, separator = snippet_format(tokenizer, fmt)
     form = _marker_text(chosen, separator)

@@ -14,7 +14,7 @@ from copilot_cli.core import verified
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
 from copilot_cli.core.fingerprints import model_fingerprint, tokenizer_fingerprint
 from copilot_cli.core.models import DTYPES
-from copilot_cli.core.safetensors_io import DIGEST_KEY
+from copilot_cli.core.safetensors_io import DIGEST_KEY, read_header
 from copilot_cli.kv.format import (
     SEGMENTS_DIR,
     KVIndex,
@@ -211,7 +211,6 @@ def load_prefix(
 
 
 def _chain_from_file(path: Path) -> list[Path]:
-    from copilot_cli.core.safetensors_io import read_header
 
     chain = [path]
     seen = {path.resolve()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -94,7 +94,6 @@ class PrefillOptions:
 
     def model_spec(self) -> ModelSpec:
         """`model` in this run's dtype ("auto": as the model spec says, by default as saved)."""
-        from dataclasses import replace
 
         return self.model if self.dtype == "auto" else replace(self.model, dtype=self.dtype)
 

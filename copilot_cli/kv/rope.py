@@ -9,12 +9,15 @@ already folded in). Position encodings for which that is wrong are refused.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from copilot_cli.core.errors import InputError
+from copilot_cli.kv.geometry import sliding_window
 
 # RoPE kinds whose frequencies depend on the sequence length: a moved key would be wrong.
 _LENGTH_DEPENDENT = ("dynamic", "longrope")
@@ -82,7 +85,6 @@ def _stateful_layers(config: Any) -> str | None:
 
 
 def _window(config: Any) -> int | None:
-    from copilot_cli.kv.geometry import sliding_window
 
     return sliding_window(config)
 
@@ -108,7 +110,6 @@ def rotary_of_config(config: Any, *, prompt_tokens: int | None = None) -> Rotary
     """The frequencies of a model known by its config alone (an engine holds the weights, as
     vLLM's connector does): its own rotary module built from the config, with the same checks
     as `rotary_of`."""
-    import importlib
 
     kind = str(getattr(config, "model_type", ""))
     try:
@@ -126,7 +127,6 @@ def rotary_of_config(config: Any, *, prompt_tokens: int | None = None) -> Rotary
             "positions): its cached keys cannot be moved to another position",
             where="--model",
         )
-    from types import SimpleNamespace
 
     holder = SimpleNamespace(config=config, rotary_emb=found[0](config))  # what rotary_of reads
     return rotary_of(holder, prompt_tokens=prompt_tokens)

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.gguf import gguf_file
+from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.core.gguf import gguf_file, load_gguf_tokenizer
 from copilot_cli.core.options import OptionError
+from copilot_cli.kv.chunkkv import bundle_snippet_format, chunk_sources, context_openings
 from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.kv.slots import SlotIndex
 
@@ -55,9 +57,6 @@ def prefill_llamacpp(options: PrefillOptions) -> SlotIndex:
 def chunk_slot_sources(module: Any, gguf: Path, bundle: Path | None, chunks: Any) -> list[Any]:
     """The snippets of a chunks file (and each template's context-opened prefix) as slot
     sources: token ids from the GGUF's own tokenizer, as the endpoint composes requests."""
-    from copilot_cli.core.fingerprints import tokenizer_fingerprint
-    from copilot_cli.core.gguf import load_gguf_tokenizer
-    from copilot_cli.kv.chunkkv import bundle_snippet_format, chunk_sources, context_openings
 
     tokenizer = load_gguf_tokenizer(gguf)
     fmt, openings = chunks.snippet_format, []

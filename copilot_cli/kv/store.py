@@ -15,6 +15,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.errors import ArtifactError
 from copilot_cli.kv.format import ModelGeometry, SegmentData, read_segment
 
 DEFAULT_MAX_BYTES = 2 << 30  # as the transformers-side PrefixStore
@@ -62,7 +63,6 @@ class SegmentStore:
         self._read(seg_hash, parent, start)
 
     def _read(self, seg_hash: str, parent: str | None, start: int | None) -> SegmentData:
-        from copilot_cli.core.errors import ArtifactError
 
         segment = read_segment(
             self.path(seg_hash),

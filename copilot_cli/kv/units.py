@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from copilot_cli.core.executor import Work, open_executor
-from copilot_cli.core.models import LoadedModel
+from copilot_cli.core.models import LoadedModel, load_model
 from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.kv.prefill import WorkItem, compute_segments
 
@@ -49,7 +49,6 @@ class Prefiller:
 def prefill_worker(options: PrefillOptions, threads: int) -> Prefiller:
     """A worker elsewhere: the model loaded there, as many threads as the caller's (kernels
     split their sums the same way)."""
-    from copilot_cli.core.models import load_model
 
     torch.set_num_threads(threads)
     return Prefiller(load_model(options.model_spec()), detach=True)

@@ -16,10 +16,16 @@ from copilot_cli.chunking import inspect_chunks
 from copilot_cli.core.artifacts import check_sealed, sha256_file
 from copilot_cli.core.errors import ArtifactError, CopilotError, InputError
 from copilot_cli.core.inspection import Expected, Inspection, Problem, unreadable
+from copilot_cli.core.models import load_model
 from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.safetensors_io import read_header
 from copilot_cli.core.verified import forget_verified
-from copilot_cli.kv import inspect_kv_folder, inspect_kv_segment, inspect_slot_folder
+from copilot_cli.kv import (
+    inspect_kv_folder,
+    inspect_kv_segment,
+    inspect_slot_folder,
+    model_geometry,
+)
 from copilot_cli.pipeline.manifest import FORMAT as BUILD_FORMAT
 from copilot_cli.pipeline.manifest import FORMAT_VERSION as BUILD_VERSION
 from copilot_cli.pipeline.manifest import NAME as BUILD_MANIFEST
@@ -66,8 +72,6 @@ def inspect_artifact(
 def _expected(model: ModelSpec | None, loaded: Any) -> Expected:
     if model is None and loaded is None:
         return Expected()
-    from copilot_cli.core.models import load_model
-    from copilot_cli.kv import model_geometry
 
     loaded = loaded or load_model(model)
     return Expected(

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.context import OverviewOptions, OverviewResult
+from copilot_cli.context import OverviewOptions, OverviewResult, open_session
 from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.errors import ArtifactError
+from copilot_cli.prompts import load_bundle, overview_prefix
 
 
 def overview_prefixes(
@@ -18,8 +19,6 @@ def overview_prefixes(
 ) -> tuple[OverviewResult, list[Path]]:
     """Write the overview and each overview template's prefix file; returns the overview and
     the prefix files."""
-    from copilot_cli.context import open_session
-    from copilot_cli.prompts import load_bundle, overview_prefix
 
     session = open_session(options.chunks, options.registry, tokenizer)
     result = session.overview(options)

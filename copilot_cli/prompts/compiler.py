@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -377,7 +378,6 @@ class _Compiler:
 def _previous_entries(out: Path) -> dict[str, TemplateEntry]:
     """The entries of the bundle being replaced, to reuse where unchanged: only sound ones
     (typed, their static prefix matching its hash); anything else is compiled again."""
-    import json
 
     try:
         manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from copilot_cli.core.errors import FingerprintMismatch
+from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.core.models import default_model, load_tokenizer
+from copilot_cli.core.tokens import continuation_ids, prompt_ids
 from copilot_cli.prompts.bundle import load_bundle
 from copilot_cli.prompts.options import RenderOptions
 
@@ -33,9 +36,6 @@ def render_template(options: RenderOptions, tokenizer: Any | None = None) -> Ren
         InputsError: the inputs do not match the schema. TemplateError: rendering failed.
         FingerprintMismatch: counting with another tokenizer than the bundle was made for.
     """
-    from copilot_cli.core.fingerprints import tokenizer_fingerprint
-    from copilot_cli.core.models import default_model, load_tokenizer
-    from copilot_cli.core.tokens import continuation_ids, prompt_ids
 
     bundle = load_bundle(options.bundle)
     rendered = bundle.split(options.name, **options.inputs)

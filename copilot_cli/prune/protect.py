@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from copilot_cli.core.errors import InputError
@@ -42,7 +43,6 @@ def spans_of(text: str, patterns: list[re.Pattern]) -> list[tuple[int, int]]:
 
 def mark(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[bool]:
     """True for every token overlapping one of `spans` (character offsets)."""
-    import bisect
 
     spans = sorted(spans)
     starts = [s for s, _ in spans]
@@ -59,7 +59,6 @@ def mark(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[b
 
 def contained(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[bool]:
     """True for every token lying entirely inside one of `spans`."""
-    import bisect
 
     spans = sorted(spans)
     starts = [s for s, _ in spans]

@@ -15,6 +15,8 @@ from typing import Any
 
 from copilot_cli.core.artifacts import sha256_file
 from copilot_cli.core.errors import InputError
+from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.core.gguf import gguf_file, load_gguf_tokenizer
 from copilot_cli.quant import ct_export, gguf_export
 from copilot_cli.quant.results import ExportReport
 
@@ -24,7 +26,6 @@ CT_FOLDER = "compressed-tensors"
 
 def source_gguf(model_name: str, base: Path | None) -> Path | None:
     """The GGUF an export starts from: `--gguf`, else the model when it is a GGUF file."""
-    from copilot_cli.core.gguf import gguf_file
 
     return base if base is not None else gguf_file(model_name)
 
@@ -32,8 +33,6 @@ def source_gguf(model_name: str, base: Path | None) -> Path | None:
 def check_gguf_source(path: Path, loaded: Any) -> None:
     """A `--gguf` base beside a transformers folder must be the same model's: its vocabulary
     (the tokenizer llama.cpp builds from it) must fingerprint like the folder's tokenizer."""
-    from copilot_cli.core.fingerprints import tokenizer_fingerprint
-    from copilot_cli.core.gguf import gguf_file, load_gguf_tokenizer
 
     if gguf_file(str(loaded.source)) is not None:
         return  # the model itself: the same file

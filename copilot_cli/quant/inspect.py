@@ -10,7 +10,8 @@ import torch
 
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.inspection import Expected, Inspection, Problem, checked, unreadable
-from copilot_cli.core.safetensors_io import read_header
+from copilot_cli.core.safetensors_io import read_header, read_verified, tensor_view
+from copilot_cli.quant.ct_export import WEIGHTS, stored_tensors
 from copilot_cli.quant.exports import CT_FOLDER, GGUF_NAME
 from copilot_cli.quant.format import FILENAME, read
 from copilot_cli.quant.gguf_export import inspect_export
@@ -82,8 +83,6 @@ def inspect_gguf_export(
 def _check_checkpoint(folder: Path, tables: Any, problems: list[Problem]) -> None:
     """A compressed-tensors export: its weights file whole (digest), its config naming the
     scheme, and its embedding tensors exactly the table beside it."""
-    from copilot_cli.core.safetensors_io import read_verified, tensor_view
-    from copilot_cli.quant.ct_export import WEIGHTS, stored_tensors
 
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))

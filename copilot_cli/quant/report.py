@@ -11,6 +11,7 @@ import torch
 from copilot_cli.core.heap import release_free_memory
 from copilot_cli.core.metrics import Accumulator, compare_logits
 from copilot_cli.core.prompt_sets import PromptCase
+from copilot_cli.core.tokens import prompt_ids
 from copilot_cli.quant.apply import swapped_embeddings
 from copilot_cli.quant.module import QuantizedEmbedding
 from copilot_cli.quant.results import FidelityReport
@@ -70,7 +71,6 @@ def logit_fidelity(
     positions at a time, so no prompt's full logits (155 MB for 512 positions of a 152k
     vocabulary in bf16, twice: base and variant) are ever held; where the model does more
     to its logits than its head (a soft cap), the full logits are used instead."""
-    from copilot_cli.core.tokens import prompt_ids
 
     device = next(model.parameters()).device
     module = module.to(device)

@@ -25,7 +25,8 @@ import torch
 
 from copilot_cli.core.artifacts import check_header, decode_metadata, save_safetensors
 from copilot_cli.core.errors import ArtifactError, InputError
-from copilot_cli.core.safetensors_io import read_verified, tensor_view
+from copilot_cli.core.inspection import Inspection, Problem, checked, unreadable
+from copilot_cli.core.safetensors_io import read_header, read_verified, tensor_view
 
 FORMAT = "copilot-opt.regress-baseline"
 FORMAT_VERSION = 2  # 2: sealed by a digest over header and data
@@ -175,8 +176,6 @@ class Baseline:
 def inspect_baseline(path: Path, *, verify: bool = True, expected: Any = None) -> Any:
     """A baseline file described; verified: every byte, and every case's tensors present with
     their dtype and rank (`expected`: a core.inspection.Expected, fingerprints compared)."""
-    from copilot_cli.core.inspection import Inspection, Problem, checked, unreadable
-    from copilot_cli.core.safetensors_io import read_header
 
     try:
         header, metadata = read_header(path)

@@ -12,6 +12,7 @@ asks for anything more (a repetition penalty, banned words, beams...) goes throu
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -56,7 +57,6 @@ def plain_greedy(model: Any) -> bool:
 
 
 def _forward_parameters(model: Any) -> set[str]:
-    import inspect
 
     return set(inspect.signature(model.forward).parameters)
 

@@ -11,6 +11,8 @@ import torch
 
 from copilot_cli.core.metrics import PositionMetrics, compare_logits, compare_topk
 from copilot_cli.core.models import LoadedModel, cache_kwargs
+from copilot_cli.core.tokens import prompt_ids
+from copilot_cli.prune import prune_text
 from copilot_cli.regress.cases import Case
 from copilot_cli.regress.decode import eos_ids, greedy, plain_greedy
 from copilot_cli.regress.forward import forward_rows, row_cache
@@ -137,8 +139,6 @@ class Runner:
 
     def _pruned_sequence(self, spec: VariantSpec, case: Case) -> tuple[list[int], int]:
         """(pruned context ids + continuation ids, index where the continuation starts)."""
-        from copilot_cli.core.tokens import prompt_ids
-        from copilot_cli.prune import prune_text
 
         key = (spec.name, case.id)
         if key not in self._pruned:

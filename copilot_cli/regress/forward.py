@@ -14,6 +14,7 @@ the cases and the options, so a Ray actor given a batch computes what one proces
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,6 +102,5 @@ def row_cache(model: Any, rows: Rows, row: int) -> Any:
 
 
 def _keeps_logits(model: Any) -> bool:
-    import inspect
 
     return "logits_to_keep" in inspect.signature(model.forward).parameters

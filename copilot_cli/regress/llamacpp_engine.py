@@ -16,17 +16,25 @@ same reports, thresholds and exit codes as the other engines.
 
 from __future__ import annotations
 
+import struct
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from copilot_cli.core.artifacts import sha256_file
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.gguf import gguf_file
+from copilot_cli.core.gguf import copilot_keys, gguf_file
+from copilot_cli.core.metrics import compare_logits
+from copilot_cli.core.models import ModelSpec, load_model
 from copilot_cli.core.options import OptionError
+from copilot_cli.kv import check_slot_model, read_slot_index, verified_slot
 from copilot_cli.regress.cases import Case
 from copilot_cli.regress.engine import Runner
-from copilot_cli.regress.variants import VariantSpec
+from copilot_cli.regress.options import RegressOptions
+from copilot_cli.regress.variants import VariantSpec, parse_variant
+from copilot_cli.serving import load_llamacpp
 
 MAX_CONTEXT = 4096  # llama.cpp's context for scoring: the KV of this many tokens
 
@@ -35,7 +43,6 @@ class LlamaCppRunner(Runner):
     """llama.cpp for the variants (and, by default, the original)."""
 
     def __init__(self, loaded: Any, options: Any) -> None:
-        from copilot_cli.serving import load_llamacpp
 
         self.llamacpp = load_llamacpp()  # one line, exit 2, when llama-cpp-python is missing
         super().__init__(loaded, options)
@@ -75,7 +82,6 @@ class LlamaCppRunner(Runner):
     ) -> tuple[list[torch.Tensor], list[list[int]]]:
         if not self.engine_original:
             return super().base_rows(seqs, starts)
-        import time
 
         started = time.perf_counter()
         original = self._evaluator(self.original)
@@ -105,7 +111,6 @@ class LlamaCppRunner(Runner):
     def variant_rows(
         self, spec: VariantSpec, cases: list[Case]
     ) -> list[tuple[torch.Tensor, list[int] | None]]:
-        import time
 
         started = time.perf_counter()
         evaluator = self._variant_evaluator(spec)
@@ -150,8 +155,6 @@ class LlamaCppRunner(Runner):
         key = (evaluator.gguf, spec.name)
         if key in self._checked:
             return
-        from copilot_cli.core.artifacts import sha256_file
-        from copilot_cli.core.gguf import copilot_keys
 
         if self.original is not None and evaluator.gguf != self.original.resolve():
             reference = self._evaluator(self.original)
@@ -171,7 +174,6 @@ class LlamaCppRunner(Runner):
     def _restore(self, evaluator: Any, folder: str, case: Case) -> int:
         """The case's prefix restored from its slot file (the folder checked against the
         variant's GGUF once)."""
-        from copilot_cli.kv import check_slot_model, read_slot_index, verified_slot
 
         index = read_slot_index(Path(folder))
         key = (evaluator.gguf, f"slots:{folder}")
@@ -196,7 +198,6 @@ class LlamaCppRunner(Runner):
 def perplexity_base_tokens(path: Path) -> tuple[int, list[list[int]]]:
     """(n_ctx, chunks of token ids) of a `llama-perplexity --kl-divergence-base` file: the
     tokens llama.cpp's KL tool scores, so our numbers can be put beside its own."""
-    import struct
 
     data = path.read_bytes()
     if data[:8] != b"_logits_":
@@ -211,10 +212,6 @@ def chunks_mean_kl(original: Path, variant: Path, base_file: Path) -> float:
     """Mean KL(original || variant) over what `llama-perplexity --kl-divergence` scores: the
     chunks of its base file (BOS first where the model adds one), their second halves, each
     position predicting the next token; computed the way regress --engine llama.cpp does."""
-    from copilot_cli.core.metrics import compare_logits
-    from copilot_cli.core.models import ModelSpec, load_model
-    from copilot_cli.regress.options import RegressOptions
-    from copilot_cli.regress.variants import parse_variant
 
     n_ctx, chunks = perplexity_base_tokens(base_file)
     spec = parse_variant(f"x=llamacpp={variant}", ("llamacpp", "kv"))

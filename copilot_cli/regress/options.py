@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.cluster import require_target
+from copilot_cli.core.config_file import load_config
 from copilot_cli.core.engines import engines_for
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
@@ -23,6 +24,7 @@ from copilot_cli.core.options import (
 )
 from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import DEFAULT_PROMPTS
+from copilot_cli.regress.variants import ENGINE_KINDS, parse_variant
 
 MAX_GEN_TOKENS = 4096
 DEFAULT_BATCH_SIZE = 4  # measured: benchmarks/bench_regress.py runs batch sizes side by side
@@ -220,7 +222,6 @@ class RegressOptions:
         return self.parsed(check_paths=True)
 
     def parsed(self, *, check_paths: bool) -> tuple[Any, ...]:
-        from copilot_cli.regress.variants import ENGINE_KINDS, parse_variant
 
         try:
             return tuple(
@@ -247,7 +248,6 @@ def regress_options(
             the flag).
         InputError: a refused value that came from the file, naming the file and key.
     """
-    from copilot_cli.core.config_file import load_config
 
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     given_limits = {k: v for k, v in given.pop("thresholds", {}).items() if v is not None}

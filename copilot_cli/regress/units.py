@@ -22,8 +22,10 @@ from typing import Any
 import torch
 
 from copilot_cli.core.metrics import PositionMetrics
+from copilot_cli.core.models import load_model
 from copilot_cli.regress.baseline import BaselineWriter
 from copilot_cli.regress.cases import Case
+from copilot_cli.regress.engine import Runner
 from copilot_cli.regress.forward import plan_batches
 from copilot_cli.regress.textmetrics import bleu4, levenshtein
 from copilot_cli.regress.variants import VariantSpec
@@ -175,8 +177,6 @@ class Scored:
 def score_worker(options: Any, threads: int) -> Any:
     """A worker elsewhere: the model loaded there, with the caller's thread count (the same
     kernels, the same sums)."""
-    from copilot_cli.core.models import load_model
-    from copilot_cli.regress.engine import Runner
 
     torch.set_num_threads(threads)
     return Runner(load_model(options.model), options)

@@ -37,6 +37,7 @@ from copilot_cli.core.progress import stdout_to_stderr
 from copilot_cli.regress.cases import Case
 from copilot_cli.regress.engine import Runner
 from copilot_cli.regress.variants import VariantSpec, engine_options
+from copilot_cli.serving import ServeOptions, check, local_folder, transfer_config
 
 FULL_VOCAB = 65536  # logprobs:full by default up to this vocabulary, else DEFAULT_TOPK
 DEFAULT_TOPK = 1024  # measured: docs/regress.md (top-k vs the exact KL)
@@ -142,8 +143,6 @@ def start_engine(loaded: Any, values: dict[str, str], kv_dir: str | None) -> Any
     original's dtype unless told, with the connector when `kv_dir` is given (the folder
     checked against the model first, as serve does)."""
     from vllm import LLM
-
-    from copilot_cli.serving import ServeOptions, check, local_folder, transfer_config
 
     folder = values.get("model") or str(local_folder(loaded.source))
     kwargs: dict[str, Any] = {}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
+from copilot_cli.core.fingerprints import model_fingerprint_from_folder, tokenizer_fingerprint
 from copilot_cli.kv import KVCacheDir
 
 
@@ -41,7 +42,6 @@ def check_servable(kv: KVCacheDir, engine: EngineModel) -> None:
         FingerprintMismatch: another model or tokenizer (both fingerprints named).
         ArtifactError: another dtype or attention geometry.
     """
-    from copilot_cli.core.fingerprints import model_fingerprint_from_folder, tokenizer_fingerprint
 
     where = str(kv.path)
     found = model_fingerprint_from_folder(engine.model_dir)

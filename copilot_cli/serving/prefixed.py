@@ -9,10 +9,19 @@ from typing import Any
 
 import torch
 
+from copilot_cli.context import FILE_SEP_TOKENS, snippet_ids, snippet_text
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.models import cache_kwargs, truncate
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
-from copilot_cli.kv import KVCacheDir, PrefixStore, load_prefix
+from copilot_cli.kv import (
+    KVCacheDir,
+    PrefixStore,
+    assemble_cache,
+    chunk_name,
+    lead_ids,
+    load_piece,
+    load_prefix,
+)
 
 
 def prepare_prompt(
@@ -47,8 +56,6 @@ def context_pieces(
     text before a snippet, then the snippet, a StoredSnippet when its chunk KV is stored, else
     its ids; the ids of what follows the last snippet). Each piece is tokenized alone (a chunk
     as it was stored), a snippet's repository text as data (`context.snippet_ids`)."""
-    from copilot_cli.context import FILE_SEP_TOKENS, snippet_ids, snippet_text
-    from copilot_cli.kv import chunk_name
 
     pieces: list[StoredSnippet | list[int]] = []
     cursor = 0
@@ -84,7 +91,6 @@ def assemble_request(
     prefix as stored, each stored chunk placed where the prompt has it, recomputed at
     `recompute`), and the ids of the rest of the prompt. Returns (Assembled, rest ids, names
     taken from a PrefixStore: release them when done)."""
-    from copilot_cli.kv import assemble_cache, lead_ids, load_piece
 
     inputs = {**inputs, "context": list(getattr(context, "context", context))}
     rendered = bundle.split(template, **inputs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -19,9 +20,11 @@ from typing import Any
 
 from copilot_cli.core.engines import refuse_ignored
 from copilot_cli.core.errors import InputError
+from copilot_cli.core.models import context_length, load_tokenizer
 from copilot_cli.core.modelspec import default_model
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
-from copilot_cli.kv import DEFAULT_MAX_BYTES
+from copilot_cli.kv import DEFAULT_MAX_BYTES, KVCacheDir
+from copilot_cli.serving.compat import EngineModel, check_servable, local_folder
 
 CONNECTOR = "CopilotPrefixConnector"
 CONNECTOR_MODULE = "copilot_cli.serving.vllm"
@@ -85,9 +88,6 @@ def check(options: ServeOptions) -> tuple[str, str]:
     Raises:
         FingerprintMismatch / ArtifactError: the folder was made for something else.
     """
-    from copilot_cli.core.models import context_length, load_tokenizer
-    from copilot_cli.kv import KVCacheDir
-    from copilot_cli.serving.compat import EngineModel, check_servable, local_folder
 
     kv = KVCacheDir(options.kv_dir)
     folder = local_folder(options.model or default_model())
@@ -131,7 +131,6 @@ def command(options: ServeOptions, model_dir: str, dtype: str) -> list[str]:
 
 def printable(options: ServeOptions, model_dir: str, dtype: str) -> str:
     """The same as a `vllm serve` line, for the `vllm` package (GPU) or a launcher of one's own."""
-    import shlex
 
     config = json.dumps(transfer_config(options), sort_keys=True)
     parts = ["vllm", "serve", model_dir, "--dtype", dtype, "--host", options.host]

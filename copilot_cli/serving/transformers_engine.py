@@ -14,6 +14,15 @@ from typing import Any
 import torch
 
 from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.models import cache_kwargs, context_length
+from copilot_cli.kv import (
+    KVCacheDir,
+    PrefixStore,
+    StoredPiece,
+    assemble_cache,
+    load_piece,
+    rotary_of,
+)
 from copilot_cli.serving.generated import Generated
 
 DEFAULT_RECOMPUTE = 0.15
@@ -25,7 +34,6 @@ class TransformersEngine:
     name = "transformers"
 
     def __init__(self, kv_dir: Path, loaded: Any, recompute: float = DEFAULT_RECOMPUTE) -> None:
-        from copilot_cli.kv import KVCacheDir, PrefixStore, rotary_of
 
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
         self.kv = KVCacheDir(kv_dir)
@@ -40,7 +48,6 @@ class TransformersEngine:
 
     @property
     def context_length(self) -> int:
-        from copilot_cli.core.models import context_length
 
         return context_length(self.model.config)
 
@@ -62,7 +69,6 @@ class TransformersEngine:
                 self._taken = []
 
     def _generate(self, composed: Any, max_tokens: int, on_token: Any) -> Generated:
-        from copilot_cli.kv import assemble_cache
 
         ids = composed.ids
         started = time.perf_counter()
@@ -107,7 +113,6 @@ class TransformersEngine:
         )
 
     def _step(self, token: int, cache: Any) -> torch.Tensor:
-        from copilot_cli.core.models import cache_kwargs
 
         return self.model(torch.tensor([[token]]), **cache_kwargs(self.model, cache)).logits[0, -1]
 
@@ -122,7 +127,6 @@ class TransformersEngine:
         return best
 
     def _load(self, name: str) -> Any:
-        from copilot_cli.kv import load_piece
 
         self._taken.append(name)  # held until the request ends (PrefixStore counts uses)
         return load_piece(self.store, self.model, name)
@@ -139,7 +143,6 @@ class TransformersEngine:
 
 def _split_last(parts: list[Any]) -> int:
     """Take the prompt's last token out of `parts` (it is fed to get the first logits)."""
-    from copilot_cli.kv import StoredPiece
 
     last = parts[-1]
     if isinstance(last, StoredPiece):  # a prompt ending in a stored snippet: its last token

@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from copilot_cli.kv import rerotate
+
 CHUNKS_KEY = "copilot_chunks"
 COMPUTE_LAST_KEY = "copilot_compute_last"
 SALT = "copilot-opt-chunk-kv"  # what the endpoint salts placed requests with
@@ -79,7 +81,6 @@ def moved(
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Per layer, a stored segment's keys (re-rotated `delta` positions) and values of its
     local positions [lo, hi), as [kv_heads, n, head_dim]."""
-    from copilot_cli.kv import rerotate
 
     keys = [rerotate(k[:, lo:hi], delta, rotary) for k in segment.keys]
     values = [v[:, lo:hi] for v in segment.values]

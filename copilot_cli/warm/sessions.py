@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from copilot_cli.chunking import read_chunks
 from copilot_cli.warm.log import Request
 
 if TYPE_CHECKING:
@@ -64,7 +65,6 @@ def repositories_from_chunks(path: Path) -> list[Repository]:
     """Repositories, files, chunk ids and the import graph (a file uses a name another file
     defines) from a chunks JSONL (one or several repositories), read and checked by
     `chunking.read_chunks`."""
-    from copilot_cli.chunking import read_chunks
 
     read = read_chunks(path)
     several = read.header.repository is None

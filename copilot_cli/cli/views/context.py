@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.cli.common import note
+from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.outputs import claim_file, remember_written
 
 
 def _json(value: Any) -> str:
@@ -20,8 +22,6 @@ def write_out(
     """-o gets the request JSON (one request), JSONL (a batch) or the overview text (--static);
     without -o they go to stdout. An existing -o is replaced only if this command wrote it
     (and never when it is one of the run's inputs)."""
-    from copilot_cli.core.artifacts import write_bytes
-    from copilot_cli.core.outputs import claim_file, remember_written
 
     if batch:
         data = "".join(
