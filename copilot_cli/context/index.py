@@ -48,7 +48,9 @@ STOP = frozenset(_WORDS.split())
 _TERMS: dict[str, tuple[str, ...]] = {}  # identifier -> its terms (identifiers repeat a lot)
 
 
-def _terms_of_name(name: str) -> tuple[str, ...]:
+def terms_of_name(name: str) -> tuple[str, ...]:
+    """The terms of one identifier: itself lowercased and, when it has several, its parts of
+    three letters or more (none for a stop word or a one-letter name)."""
     found = _TERMS.get(name)
     if found is None:
         low = name.lower()
@@ -65,7 +67,7 @@ def _terms_of_name(name: str) -> tuple[str, ...]:
 
 def terms_of(text: str) -> list[str]:
     """Lowercased identifiers and their parts (snake_case and camelCase split), stop words out."""
-    return [term for name in _IDENT.findall(text) for term in _terms_of_name(name)]
+    return [term for name in _IDENT.findall(text) for term in terms_of_name(name)]
 
 
 @dataclass
