@@ -56,6 +56,8 @@ def terms_of_name(name: str) -> tuple[str, ...]:
         low = name.lower()
         if low in STOP or len(name) < 2:
             found = ()
+        elif name.isalpha() and name.islower():  # one part: the name itself (no regex)
+            found = (name,)
         else:
             parts = [p.lower() for p in _PARTS.findall(name)]
             extra = [p for p in parts if len(p) > 2 and p not in STOP] if len(parts) > 1 else []

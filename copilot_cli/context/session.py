@@ -26,6 +26,7 @@ from copilot_cli.context.render import (
 from copilot_cli.context.select import Request, choose
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.core.heap import paused_gc
 from copilot_cli.core.models import default_model, load_tokenizer
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.syntax import EXTENSIONS
@@ -107,8 +108,10 @@ def open_session(
     build their index."""
     tokenizer = _tokenizer_of(tokenizer, tokenizer_name)
     fp = tokenizer_fingerprint(tokenizer)
-    read, reg = read_pair(Path(chunks), registry and Path(registry), tokenizer_fingerprint=fp)
-    return ContextSession(tokenizer, read.header, reg, load_index(read.header, read.chunks, reg))
+    with paused_gc():  # millions of records and index entries, none of them garbage
+        read, reg = read_pair(Path(chunks), registry and Path(registry), tokenizer_fingerprint=fp)
+        index = load_index(read.header, read.chunks, reg)
+    return ContextSession(tokenizer, read.header, reg, index)
 
 
 def select_context(options: ContextOptions, loaded: Any = None) -> ContextResult:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import itertools
 import math
 import re
 import zipfile
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +24,7 @@ import numpy as np
 from copilot_cli.context.index import STOP, ContextIndex, terms_of, terms_of_name
 from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.fingerprints import cache_dir
+from copilot_cli.core.heap import paused_gc
 
 WINDOWS_VERSION = 1  # of the cached window index (its arrays)
 WINDOW_LINES = 20  # lines a window is scored on
@@ -31,6 +34,7 @@ QUERY_LINES = 20  # lines before the cursor the windows are compared with
 SUFFIX_LINES = 10  # ... and lines after it, when the request has them
 POOL = 64  # windows considered for packing, best first
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_IDENT_OR_END = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*|\n")  # an identifier, or a line's end
 
 
 @dataclass
@@ -121,28 +125,23 @@ def layout(index: ContextIndex) -> Layout:
 
 def _identifiers(files: Layout) -> tuple[list[str], np.ndarray, np.ndarray, list[int]]:
     """Every identifier of every line, as numbers (names in first-seen order), with where
-    each line's start in that array and each file's first line."""
-    vocab: dict[str, int] = {}
-    names: list[str] = []
+    each line's start in that array and each file's first line. One findall per file (a line's
+    end is a token too, numbered -1), names numbered as they come by a counting dict: no Python
+    loop per token."""
+    vocab: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    vocab["\n"] = -1
     tokens: list[int] = []
-    line_ptr = [0]
-    first_line = []
+    first_line, lines = [], 0
     for own in files.lines:
-        first_line.append(len(line_ptr) - 1)
-        for line in own:
-            for x in _IDENT.findall(line):
-                k = vocab.get(x)
-                if k is None:
-                    k = vocab[x] = len(names)
-                    names.append(x)
-                tokens.append(k)
-            line_ptr.append(len(tokens))
-    return (
-        names,
-        np.asarray(tokens, dtype=np.int64),
-        np.asarray(line_ptr, dtype=np.int64),
-        first_line,
-    )
+        first_line.append(lines)
+        lines += len(own)
+        if own:
+            tokens.extend(map(vocab.__getitem__, _IDENT_OR_END.findall("\n".join(own) + "\n")))
+    flat = np.fromiter(tokens, dtype=np.int64, count=len(tokens))
+    ends = np.flatnonzero(flat < 0)  # one per line, in order
+    line_ptr = np.concatenate([[0], ends - np.arange(len(ends))]).astype(np.int64)
+    names = [name for name in vocab if name != "\n"]  # first-seen order: their numbers
+    return names, flat[flat >= 0], line_ptr, first_line
 
 
 def _name_terms(by_rank: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -341,7 +340,8 @@ def cached(index: ContextIndex) -> WindowIndex:
     except (OSError, ValueError, UnicodeDecodeError, KeyError, zipfile.BadZipFile):
         data = None
     if data is None:
-        data = build(files)
+        with paused_gc():
+            data = build(files)
         buffer = io.BytesIO()
         np.savez(buffer, **data)
         body = buffer.getvalue()

@@ -1,10 +1,14 @@
-"""Handing memory that Python and torch have freed back to the operating system."""
+"""Handing memory that Python and torch have freed back to the operating system, and keeping
+Python's collector out of blocks that only build."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -28,3 +32,19 @@ def release_free_memory() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic collector off for a block that allocates millions of small objects and
+    frees none of them in cycles (reading a chunks file into records, building an index). Its
+    collections walk the whole heap, so their cost grows with what the process already holds:
+    measured on the standard library's window index, 2.0-3.8 s with the collector on, 2.0-2.4 s
+    with it off (the same arrays). The collector's state is restored afterwards."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
