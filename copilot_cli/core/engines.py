@@ -6,6 +6,7 @@ refused with one line naming it (never silently dropped); the options classes ch
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,3 +79,16 @@ def refuse_ignored(name: str, command: str, options: Any) -> None:
             raise OptionError(
                 _NAMED.get(field, field), f"not honoured by --engine {name}: leave it out"
             )
+
+
+def llama_cpp_module(path: str) -> Any:
+    """Module `path`, one that imports llama-cpp-python; OptionError naming --engine when
+    llama-cpp-python is not installed here (kv/llamacpp.py computes slots, serving/llamacpp.py
+    serves them)."""
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        raise OptionError(
+            "engine", "llama-cpp-python is not installed here (make llamacpp-env, then run in "
+            ".venv-llamacpp)",
+        ) from None  # fmt: skip

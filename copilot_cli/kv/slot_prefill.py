@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.engines import llama_cpp_module
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
 from copilot_cli.core.gguf import gguf_file, load_gguf_tokenizer
@@ -24,18 +25,6 @@ def require_gguf(model: str) -> Path:
     return found
 
 
-def llamacpp_module() -> Any:
-    """kv/llamacpp.py, or OptionError naming --engine when llama-cpp-python is not here."""
-    try:
-        from copilot_cli.kv import llamacpp
-    except ImportError:
-        raise OptionError(
-            "engine", "llama-cpp-python is not installed here (make llamacpp-env, then run in "
-            ".venv-llamacpp)",
-        ) from None  # fmt: skip
-    return llamacpp
-
-
 def prefill_llamacpp(options: PrefillOptions) -> SlotIndex:
     """Slot files of the bundle's static prefixes and `texts`, computed by llama.cpp; with
     `chunks`, each snippet's and each template's context-opened prefix too."""
@@ -44,7 +33,7 @@ def prefill_llamacpp(options: PrefillOptions) -> SlotIndex:
     if options.bundle is None and not options.texts and options.chunks is None:
         raise OptionError("bundle", "give a bundle, --text files or --chunks")
     gguf = require_gguf(options.model.name_or_path)
-    module = llamacpp_module()
+    module = llama_cpp_module("copilot_cli.kv.llamacpp")
     sources: list[Any] = [
         module.SlotSource(name, text)
         for name, text in module.bundle_prefixes(options.bundle, options.texts).items()

@@ -7,21 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from copilot_cli.core.options import OptionError
+from copilot_cli.core.engines import llama_cpp_module
 from copilot_cli.kv import require_gguf
 
 
 def load_llamacpp() -> Any:
     """The llama.cpp serving module (serving/llamacpp.py), or OptionError naming --engine
     when llama-cpp-python is not installed here."""
-    try:
-        from copilot_cli.serving import llamacpp
-    except ImportError:
-        raise OptionError(
-            "engine", "llama-cpp-python is not installed here (make llamacpp-env, then run in "
-            ".venv-llamacpp)",
-        ) from None  # fmt: skip
-    return llamacpp
+    return llama_cpp_module("copilot_cli.serving.llamacpp")
 
 
 def serve_llamacpp(kv_dir: Path, model: str, host: str, port: int) -> None:
