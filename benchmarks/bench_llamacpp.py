@@ -31,7 +31,8 @@ ROUNDS = 5
 
 def main() -> None:
     from copilot_cli import instruments
-    from copilot_cli.serving.llamacpp import SlotServer, open_model, prefill_slots
+    from copilot_cli.kv import open_model, prefill_slots
+    from copilot_cli.serving.llamacpp import SlotServer
 
     gguf = instruments.root() / instruments.SMOLLM2_GGUF
     if not gguf.is_file():

@@ -28,8 +28,10 @@ SETTINGS = ((0, 0), (16, 128), (32, 256), (64, 512))  # (first, last) tokens rec
 def main() -> None:
     from copilot_cli import instruments
     from copilot_cli.core.gguf import load_gguf_tokenizer
-    from copilot_cli.kv import chunk_slot_sources
-    from copilot_cli.serving import llamacpp
+    from copilot_cli.kv import (
+        chunk_slot_sources,
+        llamacpp,  # the slot producer
+    )
     from copilot_cli.serving.llamacpp_context import ContextEngine
 
     gguf = instruments.root() / instruments.SMOLLM2_GGUF

@@ -4,7 +4,6 @@ prints it; a test holds docs/cli.md to it, so the page cannot drift from the cod
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from copilot_cli.cli import app
@@ -19,11 +18,7 @@ def _default(param: Any) -> str:
     value = param.default
     if getattr(param, "is_flag", False):
         return "off" if not value else "on"
-    if value is None or value == "" or value == ():
-        return ""
-    if isinstance(value, Path):
-        return str(value)
-    return str(value)
+    return "" if value is None or value == "" or value == () else str(value)
 
 
 def _cell(text: str) -> str:

@@ -23,21 +23,15 @@ from copilot_cli.core.errors import ArtifactError
 from copilot_cli.kv import (
     DEFAULT_SLOT_CONTEXT as DEFAULT_CONTEXT,
 )
+from copilot_cli.kv import check_slot_model as check_model
 from copilot_cli.kv import (
-    SlotSource,
-    bundle_prefixes,
     clear_context,
     open_model,
-    prefill_slots,
     tokens_of,
     verified_slot,
     vocabulary_fingerprint,
 )
-from copilot_cli.kv import check_slot_model as check_model
 from copilot_cli.kv import read_slot_index as read_index
-
-# the producer's names, where serving code and benchmarks have always found them
-__all__ = ["SlotSource", "bundle_prefixes", "open_model", "prefill_slots", "tokens_of"]
 
 
 @dataclass
