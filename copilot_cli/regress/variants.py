@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.options import OptionError
+from copilot_cli.prune import METHODS, PruneOptions
 
 if TYPE_CHECKING:  # parsing a variant (build's config check) never needs torch
     import torch
@@ -181,7 +182,6 @@ def applied(
 
 def prune_options(arg: str, text: str = "") -> Any:
     """`0.5` or `rate:0.5,method:ewma` -> PruneOptions for `text`."""
-    from copilot_cli.prune import METHODS, PruneOptions
 
     values: dict[str, Any] = {}
     for item in arg.split(","):

@@ -12,6 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from copilot_cli.context import FILE_SEP_TOKENS, ContextOptions, snippet_text
+from copilot_cli.core.errors import CopilotError
+from copilot_cli.core.options import OptionError
+from copilot_cli.core.tokens import prompt_ids
+from copilot_cli.kv import chunk_name
+from copilot_cli.prompts import completion_inputs, placeholder_inputs
 from copilot_cli.serving.protocol import CompletionRequest, RequestError
 
 # the spellings of fill-in-the-middle and repository tokens, by family (a template written
@@ -96,9 +102,6 @@ class Composer:
         """The request's prompt; `stored_first` puts the snippets whose KV is stored right
         after the static prefix (an engine that only takes one stored run from position 0:
         vLLM), the others after them, each group in its order."""
-        from copilot_cli.context import ContextOptions
-        from copilot_cli.core.errors import CopilotError
-        from copilot_cli.core.tokens import prompt_ids
         from copilot_cli.serving.prefixed import context_pieces
 
         try:
@@ -137,8 +140,6 @@ class Composer:
         )
 
     def _inputs(self, request: CompletionRequest, context: list[dict[str, str]]) -> dict:
-        from copilot_cli.core.errors import CopilotError
-        from copilot_cli.prompts import completion_inputs
 
         try:
             return completion_inputs(
@@ -156,8 +157,6 @@ def check_fim_spellings(bundle: Any, template: str, tokenizer: Any) -> None:
     Raises:
         OptionError: on `template`, naming the model's own spellings where it has some.
     """
-    from copilot_cli.core.options import OptionError
-    from copilot_cli.prompts import placeholder_inputs
 
     schema = bundle.entry(template).schema
     text = bundle.render(template, **placeholder_inputs(schema))
@@ -186,8 +185,6 @@ def _described(snippet: Any, placed: set[str]) -> dict[str, Any]:
 
 
 def _stored_first(context: list[dict[str, str]], stored: set[str]) -> list[dict[str, str]]:
-    from copilot_cli.context import FILE_SEP_TOKENS, snippet_text
-    from copilot_cli.kv import chunk_name
 
     def is_stored(item: dict[str, str]) -> bool:
         forms = [snippet_text(item["path"], item["text"], "xml")]

@@ -20,9 +20,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.context import open_session
 from copilot_cli.core.engines import engines_for
 from copilot_cli.core.errors import CopilotError
+from copilot_cli.core.models import ModelSpec, load_model
+from copilot_cli.core.options import coerce_paths, require, require_count
+from copilot_cli.prompts import load_bundle
 from copilot_cli.serving import protocol
+from copilot_cli.serving.compose import Composer
 from copilot_cli.serving.generated import Generated
 from copilot_cli.serving.protocol import CompletionRequest, Outcome, RequestError
 
@@ -297,7 +302,6 @@ class EndpointOptions:
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from copilot_cli.core.options import coerce_paths, require, require_count
 
         coerce_paths(self)
         require(
@@ -313,9 +317,6 @@ class EndpointOptions:
 def open_endpoint(options: EndpointOptions) -> Endpoint:
     """The engine started (its KV checked against the model), the chunks and index loaded,
     the bundle and template checked: what every request then uses."""
-    from copilot_cli.context import open_session
-    from copilot_cli.prompts import load_bundle
-    from copilot_cli.serving.compose import Composer
 
     engine, tokenizer, name = _engine(options)
     bundle = load_bundle(options.bundle)
@@ -341,7 +342,6 @@ def _engine(options: EndpointOptions) -> tuple[Any, Any, str]:
 
         engine = VllmEngine.start(options, options.extra_args)
         return engine, engine.tokenizer, engine.model_name
-    from copilot_cli.core.models import ModelSpec, load_model
     from copilot_cli.serving.transformers_engine import TransformersEngine
 
     loaded = load_model(ModelSpec(options.model) if options.model else ModelSpec())

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.models import load_tokenizer
 from copilot_cli.serving.generated import Generated
 
 START_TIMEOUT = 600.0  # seconds for vLLM to come up (a CPU build compiles for a while)
@@ -47,7 +48,6 @@ class VllmEngine:
         Raises:
             ArtifactError: the server did not come up (its log is on stderr).
         """
-        from copilot_cli.core.models import load_tokenizer
         from copilot_cli.kv import KVCacheDir
         from copilot_cli.serving.server import ServeOptions, check, command
 
