@@ -5,6 +5,7 @@ answered with a `ContextResult`, its `prompt` filled when a bundle and template 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -121,10 +122,17 @@ def read_requests(path: Path) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Rendering:
-    """Where a result's prompt is rendered: a compiled bundle and one of its templates."""
+    """Where a result's prompt is rendered: a compiled bundle and one of its templates (the
+    bundle loaded and checked once, however many requests a batch holds)."""
 
     bundle: Path
     template: str
+
+    @functools.cached_property
+    def loaded(self) -> Any:
+        from copilot_cli.prompts import load_bundle
+
+        return load_bundle(self.bundle)
 
     @staticmethod
     def of(bundle: Path | None, template: str | None) -> Rendering | None:
@@ -140,13 +148,13 @@ def with_prompt(
     the cursor as the template's inputs."""
     if rendering is None:
         return result
-    from copilot_cli.prompts import completion_inputs, load_bundle
+    from copilot_cli.prompts import completion_inputs
 
     if options.text is not None:
         before, after = split_at_cursor(options.text, options.cursor)
     else:
         before, after = options.prefix or "", options.suffix
-    loaded = load_bundle(rendering.bundle)
+    loaded = rendering.loaded
     inputs = completion_inputs(
         loaded, rendering.template, path=options.file, before=before, after=after,
         context=result.context,
@@ -201,9 +209,9 @@ def run_static(
     result = session.overview(options)
     if rendering is None:
         return result
-    from copilot_cli.prompts import load_bundle, overview_prefix
+    from copilot_cli.prompts import overview_prefix
 
-    prefix = overview_prefix(load_bundle(rendering.bundle), rendering.template, result.text)
+    prefix = overview_prefix(rendering.loaded, rendering.template, result.text)
     return replace(result, template=rendering.template, prefix=prefix)
 
 
