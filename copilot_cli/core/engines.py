@@ -12,14 +12,12 @@ from typing import Any
 
 from copilot_cli.core.options import OptionError
 
-# what a command asks of an engine: prefill-kv (produce KV), serve (vLLM's server or a slot
-# server), endpoint (serve --bundle: the editors' endpoint), regress (compute variants)
-COMMANDS = ("prefill-kv", "serve", "endpoint", "regress")
-
 
 @dataclass(frozen=True)
 class Engine:
-    """One engine: the commands it runs, and per command the option fields it ignores."""
+    """One engine: the commands it runs (prefill-kv: produce KV; serve: vLLM's server or a
+    slot server; endpoint: serve --bundle, the editors' endpoint; regress: compute variants),
+    and per command the option fields it ignores."""
 
     name: str
     commands: tuple[str, ...]

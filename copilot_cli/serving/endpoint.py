@@ -330,7 +330,8 @@ def _engine(options: EndpointOptions) -> tuple[Any, Any, str]:
     """(engine, the tokenizer requests are composed with, the model's name)."""
     if options.engine == "llama.cpp":
         from copilot_cli.core.gguf import load_gguf_tokenizer
-        from copilot_cli.serving.engines import load_llamacpp, require_gguf
+        from copilot_cli.kv import require_gguf
+        from copilot_cli.serving.engines import load_llamacpp
 
         gguf = require_gguf(options.model)
         load_llamacpp()  # one line when llama-cpp-python is not installed here
