@@ -142,3 +142,14 @@ def test_the_options_reference_in_docs_is_the_commands_own():
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     assert in_page(page) == reference()
+
+
+def test_the_options_reference_reads_the_same_from_any_clone():
+    """A default inside the shipped data is said from the data's root, never as this clone's
+    absolute path (CI clones elsewhere; the page must not depend on where)."""
+    from copilot_cli.cli.reference import reference
+    from copilot_cli.paths import DATA_ROOT
+
+    text = reference()
+    assert str(DATA_ROOT) not in text
+    assert "`sample_data/prompts.jsonl`" in text
