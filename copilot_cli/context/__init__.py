@@ -1,44 +1,27 @@
 """Repository context for one request: chunks chosen for the file and cursor, packed into a
-token budget exactly, rendered for a template; and a static repository overview."""
+token budget exactly, rendered for a template; and a static repository overview.
 
-from copilot_cli.context.options import (
-    Chosen,
-    ContextOptions,
-    ContextResult,
-    OverviewOptions,
-    OverviewResult,
-)
-from copilot_cli.context.render import (
-    FILE_SEP_TOKENS,
-    XML_INTRO,
-    file_sep_token,
-    render_block,
-    snippet_ids,
-    snippet_text,
-)
-from copilot_cli.context.requests import ContextRequest
-from copilot_cli.context.session import (
-    ContextSession,
-    open_session,
-    repository_overview,
-    select_context,
-)
+Names are imported on first use (core/lazy.py)."""
 
-__all__ = [
-    "FILE_SEP_TOKENS",
-    "XML_INTRO",
-    "Chosen",
-    "ContextOptions",
-    "ContextRequest",
-    "ContextResult",
-    "ContextSession",
-    "OverviewOptions",
-    "OverviewResult",
-    "file_sep_token",
-    "open_session",
-    "render_block",
-    "repository_overview",
-    "select_context",
-    "snippet_ids",
-    "snippet_text",
-]
+from copilot_cli.core.lazy import exports
+
+_WHERE = {
+    "Chosen": "copilot_cli.context.options",
+    "ContextOptions": "copilot_cli.context.options",
+    "ContextRequest": "copilot_cli.context.requests",
+    "ContextResult": "copilot_cli.context.options",
+    "ContextSession": "copilot_cli.context.session",
+    "FILE_SEP_TOKENS": "copilot_cli.context.render",
+    "OverviewOptions": "copilot_cli.context.options",
+    "OverviewResult": "copilot_cli.context.options",
+    "XML_INTRO": "copilot_cli.context.render",
+    "file_sep_token": "copilot_cli.context.render",
+    "open_session": "copilot_cli.context.session",
+    "render_block": "copilot_cli.context.render",
+    "repository_overview": "copilot_cli.context.session",
+    "select_context": "copilot_cli.context.session",
+    "snippet_ids": "copilot_cli.context.render",
+    "snippet_text": "copilot_cli.context.render",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)

@@ -23,6 +23,8 @@ from typing import Any, Literal
 from copilot_cli.core.errors import InputError
 
 YAML = "yaml"  # field metadata key: False keeps a field out of config files
+HELP = "help"  # field metadata key: the option's one line of help (--help, docs/cli.md)
+FLAG = "flag"  # field metadata key: its command-line flag, where that is not --<name>
 
 
 class OptionError(InputError):
@@ -93,9 +95,19 @@ def coerce_paths(options: Any) -> None:
             object.__setattr__(options, name, Path(value))
 
 
-def setting(default: Any = dataclasses.MISSING, *, yaml: bool = True, **kwargs: Any) -> Any:
-    """A dataclass field; `yaml=False` keeps it out of config files (paths the pipeline sets)."""
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    yaml: bool = True,
+    help: str | None = None,
+    flag: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A dataclass field, the one declaration of an option: its default, its `help` (what the
+    command's --help and docs/cli.md say), its `flag` where that is not `--<name>`; `yaml=False`
+    keeps it out of config files (paths the pipeline sets)."""
     metadata = {**kwargs.pop("metadata", {}), YAML: yaml}
+    metadata.update({k: v for k, v in ((HELP, help), (FLAG, flag)) if v is not None})
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=metadata, **kwargs)
     return dataclasses.field(default=default, metadata=metadata, **kwargs)
@@ -168,10 +180,25 @@ def _default(field: dataclasses.Field) -> Any:
     return dataclasses.MISSING
 
 
+def option_field(cls: type, name: str) -> dataclasses.Field:
+    """The field of option `name` of an options class."""
+    return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+
 def default_of(cls: type, name: str) -> Any:
-    """The default of option `name` (for CLI help texts)."""
-    field = next(f for f in dataclasses.fields(cls) if f.name == name)
-    return _default(field)
+    """The default of option `name` (the CLI's default)."""
+    return _default(option_field(cls, name))
+
+
+def help_of(cls: type, name: str) -> str | None:
+    """The help option `name` declares (None: it declares none)."""
+    return option_field(cls, name).metadata.get(HELP)
+
+
+def flag_of(cls: type, name: str) -> str:
+    """The command-line flag of option `name`: its own, else `--<name>` (`max_tokens` ->
+    `--max-tokens`)."""
+    return option_field(cls, name).metadata.get(FLAG) or "--" + name.replace("_", "-")
 
 
 def defaults_of(cls: type) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from copilot_cli.core.lazy import exports
 
 _WHERE = {
     "Assembled": "copilot_cli.kv.assemble",
-    "DEFAULT_MAX_BYTES": "copilot_cli.kv.store",
+    "DEFAULT_MAX_BYTES": "copilot_cli.kv.options",
     "DEFAULT_SLOT_CONTEXT": "copilot_cli.kv.llamacpp:DEFAULT_CONTEXT",
     "KVCacheDir": "copilot_cli.kv.loader",
     "KVIndex": "copilot_cli.kv.format",

@@ -24,7 +24,8 @@ from copilot_cli.kv.format import (
     read_segment,
 )
 from copilot_cli.kv.geometry import model_geometry
-from copilot_cli.kv.store import DEFAULT_MAX_BYTES, SegmentStore
+from copilot_cli.kv.options import DEFAULT_MAX_BYTES
+from copilot_cli.kv.store import SegmentStore
 
 
 @dataclass(frozen=True)

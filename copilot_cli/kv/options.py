@@ -12,6 +12,7 @@ from copilot_cli.core.modelspec import ModelSpec
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.core.outputs import check_output_shape
 
+DEFAULT_MAX_BYTES = 2 << 30  # host memory for loaded segments (PrefixStore, the connector)
 MAX_BLOCK_SIZE = 1 << 16  # and never more than the model's context (checked at run time)
 
 

@@ -17,8 +17,7 @@ from typing import Any
 
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.kv.format import ModelGeometry, SegmentData, read_segment
-
-DEFAULT_MAX_BYTES = 2 << 30  # as the transformers-side PrefixStore
+from copilot_cli.kv.options import DEFAULT_MAX_BYTES
 
 
 class SegmentStore:

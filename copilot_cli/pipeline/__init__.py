@@ -6,7 +6,7 @@ from copilot_cli.core.lazy import exports
 
 _WHERE = {
     "BuildConfig": "copilot_cli.pipeline.config",
-    "BuildOptions": "copilot_cli.pipeline.builder",
+    "BuildOptions": "copilot_cli.pipeline.options",
     "BuildResult": "copilot_cli.pipeline.builder",
     "inspect_artifact": "copilot_cli.pipeline.inspect",
     "load_build_config": "copilot_cli.pipeline.config",

@@ -10,35 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.errors import CheckFailed
-from copilot_cli.core.options import coerce_paths, require
-from copilot_cli.core.outputs import check_output_shape, claim_folder, mark
-from copilot_cli.paths import EXAMPLE_CONFIG
+from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.pipeline.config import load_build_config
 from copilot_cli.pipeline.lock import build_lock
 from copilot_cli.pipeline.manifest import FORMAT as MANIFEST_FORMAT
 from copilot_cli.pipeline.manifest import NAME as MANIFEST_NAME
 from copilot_cli.pipeline.manifest import Manifest, digest, tree_hashes
+from copilot_cli.pipeline.options import BuildOptions
 from copilot_cli.pipeline.steps import Context, Step, StepOutcome, make_steps
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """Settings of build: the config file, the output folder, --force and --dry-run."""
-
-    config: Path = Path("copilot-opt.yaml")
-    out: Path = Path("build")
-    force: bool = False
-    dry_run: bool = False
-
-    def __post_init__(self) -> None:
-        coerce_paths(self)
-        require(
-            self.config.is_file(),
-            "config",
-            f"{self.config} does not exist: write one (docs/build.md) or build the shipped "
-            f"example with -c {EXAMPLE_CONFIG}",
-        )
-        check_output_shape(self.out, "out", folder=True)
 
 
 @dataclass

@@ -1,35 +1,27 @@
-"""Prompt templates: validated, sandboxed, precompiled, split into static prefix and rest."""
+"""Prompt templates: validated, sandboxed, precompiled, split into static prefix and rest.
 
-from copilot_cli.prompts.bundle import PromptBundle, RenderedPrompt, load_bundle
-from copilot_cli.prompts.compiler import CompileResult, compile_templates
-from copilot_cli.prompts.completion import (
-    completion_inputs,
-    language_of,
-    overview_prefix,
-    placeholder_inputs,
-)
-from copilot_cli.prompts.errors import InputsError, TemplateError
-from copilot_cli.prompts.inspect import inspect_bundle
-from copilot_cli.prompts.options import CompileOptions, RenderOptions
-from copilot_cli.prompts.render import RenderResult, render_template
-from copilot_cli.prompts.sandbox import RenderLimits
+Names are imported on first use (core/lazy.py)."""
 
-__all__ = [
-    "CompileOptions",
-    "CompileResult",
-    "InputsError",
-    "PromptBundle",
-    "RenderLimits",
-    "RenderOptions",
-    "RenderResult",
-    "RenderedPrompt",
-    "TemplateError",
-    "compile_templates",
-    "completion_inputs",
-    "inspect_bundle",
-    "language_of",
-    "load_bundle",
-    "overview_prefix",
-    "placeholder_inputs",
-    "render_template",
-]
+from copilot_cli.core.lazy import exports
+
+_WHERE = {
+    "CompileOptions": "copilot_cli.prompts.options",
+    "CompileResult": "copilot_cli.prompts.compiler",
+    "InputsError": "copilot_cli.prompts.errors",
+    "PromptBundle": "copilot_cli.prompts.bundle",
+    "RenderLimits": "copilot_cli.prompts.limits",
+    "RenderOptions": "copilot_cli.prompts.options",
+    "RenderResult": "copilot_cli.prompts.render",
+    "RenderedPrompt": "copilot_cli.prompts.bundle",
+    "TemplateError": "copilot_cli.prompts.errors",
+    "compile_templates": "copilot_cli.prompts.compiler",
+    "completion_inputs": "copilot_cli.prompts.completion",
+    "inspect_bundle": "copilot_cli.prompts.inspect",
+    "language_of": "copilot_cli.prompts.completion",
+    "load_bundle": "copilot_cli.prompts.bundle",
+    "overview_prefix": "copilot_cli.prompts.completion",
+    "placeholder_inputs": "copilot_cli.prompts.completion",
+    "render_template": "copilot_cli.prompts.render",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)

@@ -10,7 +10,7 @@ from typing import Any
 from copilot_cli.core.options import coerce_paths, require, require_count, setting
 from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import SHIPPED_TEMPLATES
-from copilot_cli.prompts.sandbox import RenderLimits
+from copilot_cli.prompts.limits import RenderLimits
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ import operator
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,9 @@ from jinja2.exceptions import SecurityError, TemplateSyntaxError
 from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from copilot_cli.core.options import require_count, require_number
+from copilot_cli.prompts.limits import (
+    RenderLimits,
+)
 from copilot_cli.prompts.shape import check_tokens, check_tree
 from copilot_cli.prompts.sizes import format_widths, items_size, text_size
 
@@ -52,9 +53,6 @@ ENV_OPTIONS: dict[str, Any] = {
 # What shapes the generated code: this module's own text (its guards and code generator). Keys
 # the per-machine code cache, so editing a guard can never leave stale compiled code behind.
 CODEGEN_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-MAX_OUTPUT_CHARS = 1_000_000
-MAX_LOOP_ITERATIONS = 1_000_000
-MAX_SECONDS = 5.0
 MAX_INT_BITS = 1 << 16  # ~19,700 decimal digits: far beyond any prompt, far below a hang
 MAX_PIECES = 100_000  # batch/slice counts (as Jinja's own range limit)
 MAX_JSON_INDENT = 32
@@ -64,27 +62,6 @@ _WIDTH_DIGITS = re.compile(r"\d{7,}")
 _FORMAT_WIDTH = re.compile(r"%[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?")
 # Filters whose value changes from one render to the next: never part of a static prefix.
 VOLATILE_FILTERS = frozenset({"random", "shuffle"})
-
-
-@dataclass(frozen=True)
-class RenderLimits:
-    """What one render may cost.
-
-    Attributes:
-        max_output_chars: characters of output, and of any single value built on the way.
-        max_loop_iterations: loop iterations summed over the whole render (nested loops
-            multiply, so 1,000 x 1,000 already reaches the default).
-        max_seconds: wall-clock time of one render.
-    """
-
-    max_output_chars: int = MAX_OUTPUT_CHARS
-    max_loop_iterations: int = MAX_LOOP_ITERATIONS
-    max_seconds: float = MAX_SECONDS
-
-    def __post_init__(self) -> None:
-        for name in ("max_output_chars", "max_loop_iterations"):
-            require_count(getattr(self, name), name, low=1)
-        require_number(self.max_seconds, "max_seconds", low=0.0, low_open=True)
 
 
 class _Budget:

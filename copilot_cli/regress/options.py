@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from copilot_cli.core.cluster import require_target
-from copilot_cli.core.config_file import load_config
 from copilot_cli.core.engines import engines_for
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.modelspec import ModelSpec
@@ -253,6 +252,8 @@ def regress_options(
     given_limits = {k: v for k, v in given.pop("thresholds", {}).items() if v is not None}
     from_file: dict[str, Any] = {}
     if config is not None:
+        from copilot_cli.core.config_file import load_config  # jsonschema: not on --help
+
         data = dict(load_config(config, CONFIG_SCHEMA))
         file_limits = values_from_mapping(Thresholds, data.pop("thresholds", {}))
         from_file = values_from_mapping(RegressOptions, data, base=config.resolve().parent)

@@ -9,7 +9,7 @@ Names are imported on first use (core/lazy.py)."""
 from copilot_cli.core.lazy import exports
 
 _WHERE = {
-    "ServeOptions": "copilot_cli.serving.server",
+    "ServeOptions": "copilot_cli.serving.options",
     "StoredSnippet": "copilot_cli.serving.prefixed",
     "assemble_request": "copilot_cli.serving.prefixed",
     "check": "copilot_cli.serving.server",

@@ -1,26 +1,24 @@
-"""warm-plan: predict what a server will need next and pre-load it within a memory budget."""
+"""warm-plan: predict what a server will need next and pre-load it within a memory budget.
 
-from copilot_cli.warm.bloom import BloomFilter
-from copilot_cli.warm.inspect import inspect_plan
-from copilot_cli.warm.log import Request, RequestLog, read_log
-from copilot_cli.warm.options import WarmPlanOptions
-from copilot_cli.warm.plan import Plan, PlanItem, make_plan, read_plan
-from copilot_cli.warm.predict import Sizes, offline_optimum
-from copilot_cli.warm.sessions import SessionConfig, generate_sessions
+Names are imported on first use (core/lazy.py)."""
 
-__all__ = [
-    "BloomFilter",
-    "Plan",
-    "PlanItem",
-    "Request",
-    "RequestLog",
-    "SessionConfig",
-    "Sizes",
-    "WarmPlanOptions",
-    "generate_sessions",
-    "inspect_plan",
-    "make_plan",
-    "offline_optimum",
-    "read_log",
-    "read_plan",
-]
+from copilot_cli.core.lazy import exports
+
+_WHERE = {
+    "BloomFilter": "copilot_cli.warm.bloom",
+    "Plan": "copilot_cli.warm.plan",
+    "PlanItem": "copilot_cli.warm.plan",
+    "Request": "copilot_cli.warm.log",
+    "RequestLog": "copilot_cli.warm.log",
+    "SessionConfig": "copilot_cli.warm.sessions",
+    "Sizes": "copilot_cli.warm.predict",
+    "WarmPlanOptions": "copilot_cli.warm.options",
+    "generate_sessions": "copilot_cli.warm.sessions",
+    "inspect_plan": "copilot_cli.warm.inspect",
+    "make_plan": "copilot_cli.warm.plan",
+    "offline_optimum": "copilot_cli.warm.predict",
+    "read_log": "copilot_cli.warm.log",
+    "read_plan": "copilot_cli.warm.plan",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)
