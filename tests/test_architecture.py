@@ -107,34 +107,64 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_cli_defaults_are_the_options_defaults(command):
+# shared CLI declarations, each made once in cli/params.py (every command's tokenizer and Ray
+# target read the same way), not by one options class
+SHARED_FLAGS = {"tokenizer", "ray"}
+
+
+def _options_class(command):
     import importlib
 
     import copilot_cli
-    from copilot_cli.core.options import default_of
 
     module_name, options_name = COMMANDS[command]
     function = getattr(importlib.import_module(module_name), command)
     where, _, options_name = options_name.rpartition(".")
     options = getattr(importlib.import_module(where) if where else copilot_cli, options_name)
+    return function, options
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_cli_options_are_declared_once_by_the_options(command):
+    """An option a command shares with its options class is declared there, once: flag, help
+    and default in the field (core.options.setting), taken by the CLI with from_options. No
+    flag repeats an option's literal; a CLI default that differs is None (unset: the options'
+    own default applies) or required."""
+    from copilot_cli.core.options import default_of, flag_of, help_of
+
+    function, options = _options_class(command)
     fields = {f.name for f in dataclasses.fields(options)}
-    checked = 0
+    declared = 0
     for name, param in inspect.signature(function).parameters.items():
-        if name == "model":  # the flag names a model; the option holds its ModelSpec
+        source = getattr(param.default, "declared_by", None)
+        if source is None:
+            repeated = name in fields and name not in SHARED_FLAGS
+            assert not repeated, f"{command} --{name}: declare it in {options.__name__}"
             continue
-        if name in fields and param.default is not inspect.Parameter.empty:
-            expected = default_of(options, name)
-            given = param.default
-            if given is None or (given == "" and expected is None):  # the option's own default
-                checked += 1
-                continue
-            if isinstance(expected, Path):
-                assert Path(given) == expected, f"{command} {name}: {given} != {expected}"
-            else:
-                assert given == expected, f"{command} --{name}: {given!r} != {expected!r}"
-            checked += 1
-    assert checked >= 1
+        info, (cls, field) = param.default, source
+        flag = (info.param_decls or [None])[0]  # an argument has none
+        assert flag in (flag_of(cls, field), None)
+        assert info.help == help_of(cls, field) and info.help
+        expected = default_of(cls, field)
+        if flag and flag.startswith("--no-"):
+            expected = not expected
+        assert info.default in (expected, None, ...), f"{command} --{name}: {info.default!r}"
+        declared += 1
+    assert declared >= 1
+
+
+def test_a_flag_declared_by_the_options_shows_their_help_and_default(tmp_path):
+    """What --help prints is the field's declaration: change the field's help, the command's
+    help changes with it (nothing else holds a copy)."""
+    from copilot_cli.cli.params import from_options
+    from copilot_cli.warm.options import WarmPlanOptions
+
+    info = from_options(WarmPlanOptions, "window")
+    field = next(f for f in dataclasses.fields(WarmPlanOptions) if f.name == "window")
+    assert (info.default, info.help) == (field.default, field.metadata["help"])
+    assert info.param_decls == ("--window",)
+    with pytest.raises(TypeError, match="l0_probability declares no help"):
+        from_options(WarmPlanOptions, "l0_probability")
 
 
 def test_every_config_key_is_documented_with_its_default():
@@ -166,7 +196,13 @@ def test_every_config_key_is_documented_with_its_default():
     assert sorted(set(rows) - keys) == [], "docs/build.md lists keys the config does not take"
 
 
+HEAVY = ("torch", "transformers", "numpy", "jinja2", "jsonschema", "tree_sitter", "safetensors")
+
+
 def test_help_starts_without_torch():
+    """--help builds every command's flags from the options classes: they, and every package
+    `__init__`, import nothing heavy (no torch, no numpy, no template engine, no schema
+    checker)."""
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -174,7 +210,7 @@ def test_help_starts_without_torch():
         "for args in (['--help'], ['chunk', '--help'], ['regress', '--help']):\n"
         "    assert CliRunner().invoke(app, args).exit_code == 0\n"
         "import copilot_cli\n"
-        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -48,20 +48,28 @@ class ChunkOptions:
             address (docs/scale.md); the output is byte-identical either way.
     """
 
-    repos: tuple[Path, ...] = setting((SAMPLE_REPO,), yaml=False)
-    out: Path = setting(Path("build/chunks.jsonl"), yaml=False)
-    max_tokens: int = 384
-    reserve: int = 128
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    jobs: int | None = None
-    registry: Path | None = setting(None, yaml=False)
-    use_gitignore: bool = True
+    repos: tuple[Path, ...] = setting(
+        (SAMPLE_REPO,), yaml=False, help="Repository folders (one or more)."
+    )
+    out: Path = setting(Path("build/chunks.jsonl"), yaml=False, help="JSONL file to write.")
+    max_tokens: int = setting(384, help="Token budget per chunk.")
+    reserve: int = setting(128, help="Tokens kept for the instruction.")
+    include: tuple[str, ...] = setting((), help="Only matching paths.")
+    exclude: tuple[str, ...] = setting((), help="Skip matching paths.")
+    jobs: int | None = setting(None, help="Worker processes.")
+    registry: Path | None = setting(None, yaml=False, help="Write the ranked chunk registry here.")
+    use_gitignore: bool = setting(True, help="Ignore .gitignore.", flag="--no-gitignore")
     size_limit: int = 1_000_000
     repeat_window: int = 8
-    use_cache: bool = True
-    follow_symlinks: bool = False
-    tokenizer: str = setting("", yaml=False)
+    use_cache: bool = setting(True, help="Ignore the per-file cache.", flag="--no-cache")
+    follow_symlinks: bool = setting(
+        False,
+        help=(
+            "Follow links that resolve inside the repository to a path that is not "
+            "ignored (default: links are skipped, as git stores them)."
+        ),
+    )
+    tokenizer: str = setting("", yaml=False, help="Tokenizer or model folder.")
     allow_download: bool = setting(False, yaml=False)
     ray: str | None = setting(None, yaml=False)
 

@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 from rich.table import Table
 
-from copilot_cli.cli.common import JsonOpt, cell, note, option, print_json, warn
+from copilot_cli.cli.common import JsonOpt, cell, note, print_json, warn
 from copilot_cli.cli.common import stdout_console as console
 from copilot_cli.cli.errors import handle_errors
+from copilot_cli.cli.params import from_options
+from copilot_cli.pipeline.options import BuildOptions
 
 
 @handle_errors
 def build_command(
-    config: Annotated[Path, option("--config", "-c", help="Pipeline config.")] = Path(
-        "copilot-opt.yaml"
-    ),
-    out: Annotated[Path, option("--out", "-o", help="Output folder.")] = Path("build"),
-    force: Annotated[bool, option("--force", help="Rebuild every step.")] = False,
-    dry_run: Annotated[bool, option("--dry-run", help="Print the plan; change nothing.")] = False,
+    config: Path = from_options(BuildOptions, "config", "-c"),
+    out: Path = from_options(BuildOptions, "out", "-o"),
+    force: bool = from_options(BuildOptions, "force"),
+    dry_run: bool = from_options(BuildOptions, "dry_run"),
     json_output: JsonOpt = False,
 ) -> None:
     """Run compile-templates, prefill-kv, chunk, quantize and regress; skip what did not change."""
     from copilot_cli.core import progress
-    from copilot_cli.pipeline import BuildOptions, run_build
+    from copilot_cli.pipeline import run_build
 
     options = BuildOptions(config=config, out=out, force=force, dry_run=dry_run)
     with progress.progress("building"):

@@ -16,7 +16,6 @@ from rich.text import Text
 
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.core.inputs import check_cache_dir
-from copilot_cli.core.options import default_of, flag_of, help_of
 
 ENV_PREFIX = "COPILOT_OPT_"
 stdout_console = Console(soft_wrap=True)
@@ -32,24 +31,6 @@ def envvar(option: str) -> str:
 def option(name: str, *aliases: str, help: str, **kwargs: Any) -> Any:
     """A typer Option that can also be set from COPILOT_OPT_<NAME>."""
     return typer.Option(name, *aliases, envvar=envvar(name), help=help, **kwargs)
-
-
-_OWN: Any = object()  # from_options: the field's own default
-
-
-def from_options(cls: type, name: str, *aliases: str, default: Any = _OWN, **kwargs: Any) -> Any:
-    """The Typer option of field `name` of options class `cls`, declared there once: its flag,
-    help and default are the field's (`core.options.setting`), its variable follows the flag
-    (per command: cli/envnames.py). `default` only where the flag's value is not the option's
-    (None: unset, the options keep their own; a flag naming a string the library parses)."""
-    flag = flag_of(cls, name)
-    text = help_of(cls, name)
-    if text is None:
-        raise TypeError(f"{cls.__name__}.{name} declares no help: setting(..., help=...)")
-    value = default_of(cls, name) if default is _OWN else default
-    info = typer.Option(value, flag, *aliases, envvar=envvar(flag), help=text, **kwargs)
-    info.declared_by = (cls, name)
-    return info
 
 
 def set_debug(debug: bool) -> None:

@@ -5,39 +5,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import TokenizerOpt
+from copilot_cli.cli.params import TokenizerOpt, from_options
 from copilot_cli.cli.views.context import show_context, write_out
+from copilot_cli.context.options import ContextOptions, OverviewOptions
 
 
 @handle_errors
 def context_command(
-    chunks: Annotated[Path, typer.Argument(help="The chunks JSONL (copilot-opt chunk).")],
-    registry: Annotated[Path | None, option("--registry", help="Its registry JSON.")] = None,
-    file: Annotated[
-        str, option("--file", help="The file being edited, as the chunks name it.")
-    ] = "",
+    chunks: Path = from_options(ContextOptions, "chunks", default=..., argument=True),
+    registry: Path | None = from_options(ContextOptions, "registry"),
+    file: str = from_options(ContextOptions, "file"),
     repo: Annotated[
         Path, option("--repo", help="The repository folder --file and batch files are read from.")
     ] = Path("."),
-    cursor: Annotated[str | None, option("--cursor", help="LINE or LINE:COL, 1-based.")] = None,
+    cursor: str | None = from_options(ContextOptions, "cursor"),
     prefix_file: Annotated[
         Path | None, option("--prefix-file", help="The text before the cursor.")
     ] = None,
     suffix_file: Annotated[
         Path | None, option("--suffix-file", help="The text after the cursor.")
     ] = None,
-    budget: Annotated[int, option("--budget", help="Tokens of the context block, at most.")] = 1024,
-    snippet_format: Annotated[
-        str, option("--format", help="auto, xml or file-sep (docs/context.md).")
-    ] = "auto",
-    unit: Annotated[
-        str,
-        option("--unit", help="lines (windows of lines) or chunks (whole chunks: chunk KV)."),
-    ] = "lines",
+    budget: int = from_options(ContextOptions, "budget"),
+    snippet_format: str = from_options(ContextOptions, "format"),
+    unit: str = from_options(ContextOptions, "unit"),
     out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
     bundle: Annotated[
         Path | None, option("--bundle", help="A compiled bundle: render --template with it.")
@@ -51,12 +43,12 @@ def context_command(
     static: Annotated[
         bool, option("--static", help="Write the repository overview instead.")
     ] = False,
-    top: Annotated[int, option("--top", help="Definitions the overview considers.")] = 40,
+    top: int = from_options(OverviewOptions, "top"),
     tokenizer: TokenizerOpt = "",
     json_output: JsonOpt = False,
 ) -> None:
     """Choose repository context for a request (file + cursor), packed into a token budget."""
-    from copilot_cli.context import ContextOptions, OverviewOptions, open_session
+    from copilot_cli.context import open_session
     from copilot_cli.context import requests as answer
 
     session = open_session(chunks, registry, tokenizer_name=tokenizer or None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,31 +11,11 @@ from typing import Any, TypeVar
 import typer
 
 from copilot_cli.cli.common import fail, is_debug
+from copilot_cli.cli.flags import command_flags, flag_for
 from copilot_cli.core.errors import CheckFailed, CopilotError
 from copilot_cli.core.options import OptionError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def command_flags(func: Callable[..., Any]) -> dict[str, str]:
-    """A command function's parameters -> their long flag (arguments -> their NAME)."""
-    flags: dict[str, str] = {}
-    hints = typing.get_type_hints(func, include_extras=True)
-    for name, hint in hints.items():
-        for info in getattr(hint, "__metadata__", ()):
-            # with Annotated, typer takes the first flag as the option's `default` slot
-            given = [getattr(info, "default", None), *(getattr(info, "param_decls", ()) or ())]
-            decls = [d for d in given if isinstance(d, str) and d.startswith("--")]
-            flags[name] = decls[0] if decls else name.upper()
-    return flags
-
-
-def flag_for(option: str, flags: dict[str, str]) -> str:
-    """The flag of option `option` (`max_tokens` -> `--max-tokens`), else the option name."""
-    for name in (option, option.rsplit(".", 1)[-1]):
-        if name in flags:
-            return flags[name]
-    return option
 
 
 def handle_errors(func: F) -> F:

@@ -9,7 +9,7 @@ import typer
 
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import DEFAULT_DEVICE, AllowDownloadOpt, DeviceOpt, model_spec
+from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, model_spec
 
 
 @handle_errors
@@ -28,8 +28,8 @@ def inspect_command(
         str | None,
         option("--model", "-m", help="Also check it was made for this model and tokenizer."),
     ] = None,
-    device: DeviceOpt = DEFAULT_DEVICE,
-    allow_download: AllowDownloadOpt = False,
+    device: str = DEVICE,
+    allow_download: bool = ALLOW_DOWNLOAD,
     json_output: JsonOpt = False,
 ) -> None:
     """Show what an artifact holds; verify it (exit 1 listing every bad file)."""

@@ -3,60 +3,47 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
-from copilot_cli.cli.common import JsonOpt, option, print_json, warn
+from copilot_cli.cli.common import JsonOpt, print_json, warn
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import (
-    DEFAULT_DEVICE,
-    AllowDownloadOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ModelOpt,
+    ALLOW_DOWNLOAD,
+    DEVICE,
+    DTYPE,
+    MODEL,
     RayOpt,
+    from_options,
     model_spec,
 )
+from copilot_cli.kv.options import PrefillOptions
 
 
 @handle_errors
 def prefill_kv_command(
-    bundle: Annotated[
-        Path | None, typer.Argument(help="Prompt bundle written by compile-templates.")
-    ] = None,
-    out: Annotated[Path, option("--out", "-o", help="KV folder to write.")] = Path("build/kv"),
-    texts: Annotated[
-        list[Path] | None, option("--text", help="A prefix text file (repeatable).")
-    ] = None,
-    chunks: Annotated[
-        Path | None, option("--chunks", help="Chunks file: store each chunk's KV too.")
-    ] = None,
-    registry: Annotated[
-        Path | None, option("--registry", help="Its registry: chunks in rank order.")
-    ] = None,
-    top: Annotated[int | None, option("--top", help="Only the N first chunks.")] = None,
-    snippet_format: Annotated[
-        str, option("--snippet-format", help="auto (as the templates write it), xml, file-sep.")
-    ] = "auto",
-    model: ModelOpt = "",
-    engine: Annotated[
-        str, option("--engine", help="transformers (KV folder) or llama.cpp (slot files).")
-    ] = "transformers",
-    dtype: DtypeOpt = "auto",
-    block_size: Annotated[int, option("--block-size", help="Tokens per hashed block.")] = 16,
-    chunk_size: Annotated[int, option("--chunk-size", help="Tokens per forward pass.")] = 256,
-    verify: Annotated[
-        bool, option("--verify", help="Compare cached vs recomputed logits; exit 1 if off.")
-    ] = False,
-    device: DeviceOpt = DEFAULT_DEVICE,
-    allow_download: AllowDownloadOpt = False,
+    bundle: Path | None = from_options(PrefillOptions, "bundle", argument=True),
+    out: Path = from_options(PrefillOptions, "out", "-o"),
+    texts: list[Path] | None = from_options(PrefillOptions, "texts", default=None),
+    chunks: Path | None = from_options(PrefillOptions, "chunks"),
+    registry: Path | None = from_options(PrefillOptions, "registry"),
+    top: int | None = from_options(PrefillOptions, "top"),
+    snippet_format: str = from_options(PrefillOptions, "snippet_format"),
+    model: str = MODEL,
+    engine: str = from_options(PrefillOptions, "engine"),
+    dtype: str = DTYPE,
+    block_size: int = from_options(PrefillOptions, "block_size"),
+    chunk_size: int = from_options(PrefillOptions, "chunk_size"),
+    verify: bool = from_options(PrefillOptions, "verify"),
+    device: str = DEVICE,
+    allow_download: bool = ALLOW_DOWNLOAD,
     ray: RayOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Compute the static prefixes' KV caches once and write them as verified safetensors."""
     from copilot_cli.cli.views.kv import show_prefill
-    from copilot_cli.kv import PrefillOptions, prefill_kv
+    from copilot_cli.kv import prefill_kv
 
     options = PrefillOptions(
         out=out,

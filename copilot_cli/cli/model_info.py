@@ -4,23 +4,16 @@ from __future__ import annotations
 
 from copilot_cli.cli.common import JsonOpt, key_value_table, print_json, stdout_console
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import (
-    DEFAULT_DEVICE,
-    AllowDownloadOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ModelOpt,
-    model_spec,
-)
+from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, DTYPE, MODEL, model_spec
 from copilot_cli.core import progress
 
 
 @handle_errors
 def model_info(
-    model: ModelOpt = "",
-    device: DeviceOpt = DEFAULT_DEVICE,
-    dtype: DtypeOpt = "auto",
-    allow_download: AllowDownloadOpt = False,
+    model: str = MODEL,
+    device: str = DEVICE,
+    dtype: str = DTYPE,
+    allow_download: bool = ALLOW_DOWNLOAD,
     json_output: JsonOpt = False,
 ) -> None:
     """Load a model and its tokenizer, check them, and print what they are (with fingerprints)."""

@@ -1,37 +1,55 @@
-"""Options shared by several commands (the model, output files), as Typer parameter types."""
+"""Typer options: `from_options` (an option declared once, in its options class), the model's
+options every model-loading command shares, and the shared CLI-only ones."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
 
-from copilot_cli.cli.common import option
-from copilot_cli.core.modelspec import DEFAULT_DEVICE
+import typer
 
-__all__ = ["DEFAULT_DEVICE"]
+from copilot_cli.cli.common import envvar, option
+from copilot_cli.core.modelspec import ModelSpec
+from copilot_cli.core.options import default_of, flag_of, help_of
+from copilot_cli.regress.options import Thresholds
 
-ModelOpt = Annotated[
-    str,
-    option("--model", "-m", help="Model folder or hub id (default: the shipped tiny code model)."),
-]
-AllowLaxOpt = Annotated[
-    bool,
-    option(
-        "--allow-lax-thresholds",
-        help="Accept a KL threshold above 1 nat or a same-top-1 below 0.5 (named in every report).",
-    ),
-]
-DeviceOpt = Annotated[str, option("--device", help="cpu, cuda, cuda:N or mps.")]
-DtypeOpt = Annotated[str, option("--dtype", help="auto (as saved), float32, float16, bfloat16.")]
-AllowDownloadOpt = Annotated[
-    bool,
-    option("--allow-download", help="Fetch a hub model that is not cached (offline otherwise)."),
-]
+_OWN: Any = object()  # from_options: the field's own default
+
+
+def from_options(
+    cls: type, name: str, *aliases: str, default: Any = _OWN, argument: bool = False, **kwargs: Any
+) -> Any:
+    """The Typer option of field `name` of options class `cls`, declared there once: its flag,
+    help and default are the field's (`core.options.setting`), its variable follows the flag
+    (per command: cli/envnames.py). `default` only where the flag's value is not the option's
+    (None: unset, the options keep their own; a flag naming a string the library parses).
+    A `--no-` flag of a switch that is on by default (`use_cache`, `--no-cache`) is off;
+    `argument`: the command's positional argument, not a flag."""
+    flag = flag_of(cls, name)
+    text = help_of(cls, name)
+    if text is None:
+        raise TypeError(f"{cls.__name__}.{name} declares no help: setting(..., help=...)")
+    value = default_of(cls, name) if default is _OWN else default
+    if default is _OWN and flag.startswith("--no-") and isinstance(value, bool):
+        value = not value
+    if argument:
+        info = typer.Argument(value, help=text, **kwargs)
+    else:
+        info = typer.Option(value, flag, *aliases, envvar=envvar(flag), help=text, **kwargs)
+    info.declared_by = (cls, name)
+    return info
+
+
+# the model's own options (core.modelspec.ModelSpec declares them); one instance serves every
+# command that loads a model (Typer reads, never changes, an OptionInfo)
+MODEL = from_options(ModelSpec, "name_or_path", "-m")
+DEVICE = from_options(ModelSpec, "device")
+DTYPE = from_options(ModelSpec, "dtype")
+ALLOW_DOWNLOAD = from_options(ModelSpec, "allow_download")
+ALLOW_LAX = from_options(Thresholds, "allow_lax")
 
 
 def model_spec(model: str, device: str, dtype: str, allow_download: bool) -> Any:
-    from copilot_cli.core.models import ModelSpec  # torch loads only when a command runs
-
     return ModelSpec(name_or_path=model, device=device, dtype=dtype, allow_download=allow_download)
 
 

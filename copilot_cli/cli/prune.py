@@ -10,53 +10,31 @@ import typer
 
 from copilot_cli.cli.common import JsonOpt, note, option, print_json
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import (
-    DEFAULT_DEVICE,
-    AllowDownloadOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ModelOpt,
-    model_spec,
-)
+from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, DTYPE, MODEL, from_options, model_spec
+from copilot_cli.prune.options import PruneOptions
 
 
 @handle_errors
 def prune_command(
     input_path: Annotated[str, typer.Argument(metavar="INPUT", help="Text file, or - for stdin.")],
-    model: ModelOpt = "",
-    rate: Annotated[float | None, option("--rate", help="Share of tokens kept, in (0, 1].")] = None,
-    target_tokens: Annotated[
-        int | None, option("--target-tokens", help="Keep about this many tokens.")
-    ] = None,
-    threshold: Annotated[
-        float | None,
-        option(
-            "--threshold",
-            help="Keep tokens scoring at least this: a percentile in [0, 1] (entropy, "
-            "attention, hybrid) or a multiple of the running level (ewma; 1.2 by default).",
-        ),
-    ] = None,
-    method: Annotated[
-        str, option("--method", help="entropy, attention, hybrid, ewma, spread, search.")
-    ] = "hybrid",
-    protect: Annotated[
-        list[str] | None, option("--protect", help="Regex of text never removed (repeatable).")
-    ] = None,
-    language: Annotated[
-        str | None,
-        option("--language", help="A grammar name or text (default: from the extension)."),
-    ] = None,
+    model: str = MODEL,
+    rate: float | None = from_options(PruneOptions, "rate"),
+    target_tokens: int | None = from_options(PruneOptions, "target_tokens"),
+    threshold: float | None = from_options(PruneOptions, "threshold"),
+    method: str = from_options(PruneOptions, "method"),
+    protect: list[str] | None = from_options(PruneOptions, "protect", default=None),
+    language: str | None = from_options(PruneOptions, "language"),
     out: Annotated[Path | None, option("--out", "-o", help="Write the result here.")] = None,
-    dtype: DtypeOpt = "auto",
-    device: DeviceOpt = DEFAULT_DEVICE,
-    allow_download: AllowDownloadOpt = False,
+    dtype: str = DTYPE,
+    device: str = DEVICE,
+    allow_download: bool = ALLOW_DOWNLOAD,
     json_output: JsonOpt = False,
 ) -> None:
     """Compress a prompt or context file, keeping protected spans and code validity."""
     from copilot_cli.core.artifacts import write_bytes
     from copilot_cli.core.inputs import read_text
     from copilot_cli.core.outputs import claim_file, remember_written
-    from copilot_cli.prune import PruneOptions, language_for_path, prune_text
+    from copilot_cli.prune import language_for_path, prune_text
 
     inputs = () if input_path == "-" else (Path(input_path),)
     claim_file(out, "out", label="pruned text", inputs=inputs)

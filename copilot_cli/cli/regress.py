@@ -9,17 +9,16 @@ from typing import Annotated
 from copilot_cli.cli.common import option
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import (
-    DEFAULT_DEVICE,
-    AllowDownloadOpt,
-    AllowLaxOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ModelOpt,
+    ALLOW_DOWNLOAD,
+    ALLOW_LAX,
+    DEVICE,
+    DTYPE,
+    MODEL,
     RayOpt,
-    count_option,
+    from_options,
     model_spec,
-    path_option,
 )
+from copilot_cli.regress.options import RegressOptions, ReportPaths, Thresholds
 
 # flags whose value is the option of the same name (the rest are mapped below)
 SAME_NAMED = ("prompts", "gen_tokens", "max_tokens", "baseline", "save_baseline")
@@ -29,50 +28,36 @@ THRESHOLDS = ("max_mean_kl", "min_same_top1", "max_prompt_kl")  # + allow_lax
 
 @handle_errors
 def regress_command(
-    variants: Annotated[
-        list[str] | None,
-        option(
-            "--variant",
-            "-v",
-            help="NAME=KIND=ARG[+KIND=ARG] (quant, kv, kv-dtype, prune; --engine vllm: vllm, "
-            "kv; --engine llama.cpp: llamacpp, kv).",
-        ),
-    ] = None,
-    engine: Annotated[str | None, option("--engine", help="transformers|vllm|llama.cpp")] = None,
-    original: Annotated[str | None, option("--original", help="engine or transformers.")] = None,
-    model: ModelOpt = "",
-    prompts: path_option("--prompts", "Prompts JSONL.") = None,
+    variants: list[str] | None = from_options(RegressOptions, "variants", "-v", default=None),
+    engine: str | None = from_options(RegressOptions, "engine", default=None),
+    original: str | None = from_options(RegressOptions, "original"),
+    model: str = MODEL,
+    prompts: Path | None = from_options(RegressOptions, "prompts", default=None),
     config: Annotated[Path | None, option("--config", "-c", help="regress.yaml.")] = None,
-    save_baseline: path_option("--save-baseline", "Store the base model's log-probs here.") = None,
-    baseline: path_option("--baseline", "Reuse stored log-probs.") = None,
-    baseline_topk: count_option("--baseline-topk", "Store top-k log-probs (0: all).") = None,
-    baseline_check: count_option(
-        "--baseline-check", "Cases recomputed to check a reused baseline (default 2; 0 = off)."
-    ) = None,
-    max_mean_kl: Annotated[float | None, option("--max-mean-kl", help="Default 1e-3.")] = None,
-    min_same_top1: Annotated[float | None, option("--min-same-top1", help="Default 0.99.")] = None,
-    max_prompt_kl: Annotated[float | None, option("--max-prompt-kl", help="Default 1e-2.")] = None,
-    allow_lax: AllowLaxOpt = False,
-    gen_tokens: count_option("--gen-tokens", "Greedy tokens per continuation (default 16).") = None,
-    max_tokens: count_option("--max-tokens", "Tokens per prompt (default 256).") = None,
-    batch_size: count_option("--batch-size", "Cases per batched forward (default 4).") = None,
-    null_control: Annotated[
-        bool, option("--null-control", help="Also run base vs base (the noise floor).")
-    ] = False,
-    json: Annotated[
-        str | None, option("--json", help="Write the JSON report here (- for stdout).")
-    ] = None,
-    junit: path_option("--junit", "Write JUnit XML here.") = None,
-    markdown: path_option("--markdown", "Write Markdown here.") = None,
-    html: path_option("--html", "Write the HTML report here.") = None,
-    device: DeviceOpt = DEFAULT_DEVICE,
-    dtype: DtypeOpt = "auto",
-    allow_download: AllowDownloadOpt = False,
+    save_baseline: Path | None = from_options(RegressOptions, "save_baseline"),
+    baseline: Path | None = from_options(RegressOptions, "baseline"),
+    baseline_topk: int | None = from_options(RegressOptions, "baseline_topk", default=None),
+    baseline_check: int | None = from_options(RegressOptions, "baseline_check", default=None),
+    max_mean_kl: float | None = from_options(Thresholds, "max_mean_kl", default=None),
+    min_same_top1: float | None = from_options(Thresholds, "min_same_top1", default=None),
+    max_prompt_kl: float | None = from_options(Thresholds, "max_prompt_kl", default=None),
+    allow_lax: bool = ALLOW_LAX,
+    gen_tokens: int | None = from_options(RegressOptions, "gen_tokens", default=None),
+    max_tokens: int | None = from_options(RegressOptions, "max_tokens", default=None),
+    batch_size: int | None = from_options(RegressOptions, "batch_size", default=None),
+    null_control: bool = from_options(RegressOptions, "null_control"),
+    json: str | None = from_options(ReportPaths, "json"),
+    junit: Path | None = from_options(ReportPaths, "junit"),
+    markdown: Path | None = from_options(ReportPaths, "markdown"),
+    html: Path | None = from_options(ReportPaths, "html"),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
+    allow_download: bool = ALLOW_DOWNLOAD,
     ray: RayOpt = None,
 ) -> None:
     """Compare optimized variants with the original model; exit 1 when a threshold fails."""
     from copilot_cli.cli.views.regress import show
-    from copilot_cli.regress import ReportPaths, regress_options, run_regress
+    from copilot_cli.regress import regress_options, run_regress
     from copilot_cli.regress.reports import to_json
 
     flags, to_stdout = dict(locals(), allow_lax=allow_lax or None), json == "-"

@@ -6,32 +6,29 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import AllowDownloadOpt, TokenizerOpt
+from copilot_cli.cli.params import ALLOW_DOWNLOAD, TokenizerOpt, from_options
+from copilot_cli.prompts.options import RenderOptions
 
 
 @handle_errors
 def render_command(
-    bundle: Annotated[Path, typer.Argument(help="Bundle folder written by compile-templates.")],
-    name: Annotated[str, typer.Argument(help="Template name.")],
-    inputs: Annotated[
-        str, option("--inputs", "-i", help="JSON file with the inputs, or - for stdin.")
-    ],
+    bundle: Path = from_options(RenderOptions, "bundle", default=..., argument=True),
+    name: str = from_options(RenderOptions, "name", default=..., argument=True),
+    inputs: str = from_options(RenderOptions, "inputs", "-i", default=...),
     context: Annotated[
         list[Path] | None,
         option("--context", help="A result of copilot-opt context (its snippets or overview)."),
     ] = None,
     tokenizer: TokenizerOpt = "",
-    allow_download: AllowDownloadOpt = False,
+    allow_download: bool = ALLOW_DOWNLOAD,
     json_output: JsonOpt = False,
 ) -> None:
     """Render one template of a bundle with the given inputs."""
     from copilot_cli.context.requests import context_inputs
     from copilot_cli.core.inputs import read_json_object
-    from copilot_cli.prompts import RenderOptions, render_template
+    from copilot_cli.prompts import render_template
 
     values = read_json_object(inputs, "inputs file")
     for path in context or []:

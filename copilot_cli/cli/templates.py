@@ -5,34 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from copilot_cli.cli.common import JsonOpt, option, print_json, warn
 from copilot_cli.cli.errors import handle_errors
-from copilot_cli.cli.params import AllowDownloadOpt, TokenizerOpt
+from copilot_cli.cli.params import ALLOW_DOWNLOAD, TokenizerOpt, from_options
+from copilot_cli.prompts.options import CompileOptions
 
 
 @handle_errors
 def compile_templates_command(
-    src: Annotated[
-        Path | None, typer.Argument(help="Template folder (default: the shipped templates).")
-    ] = None,
-    out: Annotated[Path, option("--out", "-o", help="Bundle folder to write.")] = Path(
-        "build/templates"
-    ),
+    src: Path | None = from_options(CompileOptions, "src", default=None, argument=True),
+    out: Path = from_options(CompileOptions, "out", "-o"),
     tokenizer: TokenizerOpt = "",
     no_tokenizer: Annotated[
         bool, option("--no-tokenizer", help="Skip token counts and boundary checks.")
     ] = False,
-    min_prefix_tokens: Annotated[
-        int, option("--min-prefix-tokens", help="Warn below this prefix length.")
-    ] = 64,
-    allow_download: AllowDownloadOpt = False,
+    min_prefix_tokens: int = from_options(CompileOptions, "min_prefix_tokens"),
+    allow_download: bool = ALLOW_DOWNLOAD,
     json_output: JsonOpt = False,
 ) -> None:
     """Validate and precompile prompt templates into a bundle with static prefixes."""
     from copilot_cli.cli.views.templates import show
-    from copilot_cli.prompts import CompileOptions, compile_templates
+    from copilot_cli.prompts import compile_templates
 
     options = CompileOptions(
         **({"src": src} if src is not None else {}),

@@ -40,16 +40,22 @@ class ContextOptions:
             it must be the one the chunks were made with.
     """
 
-    chunks: Path = setting(Path("build/chunks.jsonl"), yaml=False)
-    registry: Path | None = setting(None, yaml=False)
-    file: str = setting("", yaml=False)
+    chunks: Path = setting(
+        Path("build/chunks.jsonl"), yaml=False, help="The chunks JSONL (copilot-opt chunk)."
+    )
+    registry: Path | None = setting(None, yaml=False, help="Its registry JSON.")
+    file: str = setting("", yaml=False, help="The file being edited, as the chunks name it.")
     text: str | None = setting(None, yaml=False)
-    cursor: tuple[int, int | None] | None = setting(None, yaml=False)
+    cursor: tuple[int, int | None] | None = setting(
+        None, yaml=False, help="LINE or LINE:COL, 1-based."
+    )
     prefix: str | None = setting(None, yaml=False)
     suffix: str = setting("", yaml=False)
-    budget: int = 1024
-    format: str = "auto"
-    unit: str = "lines"
+    budget: int = setting(1024, help="Tokens of the context block, at most.")
+    format: str = setting("auto", help="auto, xml or file-sep (docs/context.md).")
+    unit: str = setting(
+        "lines", help="lines (windows of lines) or chunks (whole chunks: chunk KV)."
+    )
     tokenizer: str | None = None
 
     def __post_init__(self) -> None:
@@ -92,7 +98,7 @@ class OverviewOptions:
 
     chunks: Path = setting(Path("build/chunks.jsonl"), yaml=False)
     registry: Path | None = setting(None, yaml=False)
-    top: int = 40
+    top: int = setting(40, help="Definitions the overview considers.")
     budget: int = 1024
     tokenizer: str | None = setting(None, yaml=False)
 

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from copilot_cli.core.options import OptionError
+from copilot_cli.core.options import OptionError, setting
 from copilot_cli.paths import SHIPPED_MODEL
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
@@ -30,10 +30,14 @@ class ModelSpec:
         tokenizer: tokenizer folder or hub id when it differs from the model's.
     """
 
-    name_or_path: str = ""
-    device: str = DEFAULT_DEVICE
-    dtype: str = "auto"
-    allow_download: bool = False
+    name_or_path: str = setting(
+        "", help="Model folder or hub id (default: the shipped tiny code model).", flag="--model"
+    )
+    device: str = setting(DEFAULT_DEVICE, help="cpu, cuda, cuda:N or mps.")
+    dtype: str = setting("auto", help="auto (as saved), float32, float16, bfloat16.")
+    allow_download: bool = setting(
+        False, help="Fetch a hub model that is not cached (offline otherwise)."
+    )
     tokenizer: str | None = None
 
     def __post_init__(self) -> None:

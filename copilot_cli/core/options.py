@@ -2,7 +2,8 @@
 
 Everything else is derived from those dataclasses, so nothing can drift: the JSON Schema and the
 defaults of a `copilot-opt.yaml` section (`schema_of`, `defaults_of`), the conversion of a YAML
-mapping into options (`from_mapping`), the CLI's defaults and help (`default_of`), and the JSON
+mapping into options (`from_mapping`), the CLI's flags with their help and defaults (`setting`
+holds them; `default_of`, `help_of`, `flag_of` read them), and the JSON
 form of results (`to_jsonable`). A refused value raises `OptionError` naming the *option*; the
 CLI turns that into its flag (`--max-tokens`), the build config into its key
 (`chunk.max_tokens`). This module imports neither torch nor transformers.

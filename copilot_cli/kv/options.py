@@ -43,20 +43,28 @@ class PrefillOptions:
             device) are refused with it (core/engines.py).
     """
 
-    out: Path = setting(Path("build/kv"), yaml=False)
-    bundle: Path | None = setting(None, yaml=False)
-    texts: tuple[Path, ...] = setting((), yaml=False)
+    out: Path = setting(Path("build/kv"), yaml=False, help="KV folder to write.")
+    bundle: Path | None = setting(
+        None, yaml=False, help="Prompt bundle written by compile-templates."
+    )
+    texts: tuple[Path, ...] = setting(
+        (), yaml=False, help="A prefix text file (repeatable).", flag="--text"
+    )
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    block_size: int = 16
-    chunk_size: int = 256
-    verify: bool = False
+    block_size: int = setting(16, help="Tokens per hashed block.")
+    chunk_size: int = setting(256, help="Tokens per forward pass.")
+    verify: bool = setting(False, help="Compare cached vs recomputed logits; exit 1 if off.")
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
     ray: str | None = setting(None, yaml=False)
-    chunks: Path | None = setting(None, yaml=False)
-    registry: Path | None = setting(None, yaml=False)
-    top: int | None = setting(None, yaml=False)
-    snippet_format: Literal["auto", "xml", "file-sep"] = setting("auto", yaml=False)
-    engine: str = "transformers"
+    chunks: Path | None = setting(None, yaml=False, help="Chunks file: store each chunk's KV too.")
+    registry: Path | None = setting(None, yaml=False, help="Its registry: chunks in rank order.")
+    top: int | None = setting(None, yaml=False, help="Only the N first chunks.")
+    snippet_format: Literal["auto", "xml", "file-sep"] = setting(
+        "auto", yaml=False, help="auto (as the templates write it), xml, file-sep."
+    )
+    engine: str = setting(
+        "transformers", help="transformers (KV folder) or llama.cpp (slot files)."
+    )
 
     def __post_init__(self) -> None:
         coerce_paths(self)

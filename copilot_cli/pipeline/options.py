@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from copilot_cli.core.options import coerce_paths, require
+from copilot_cli.core.options import coerce_paths, require, setting
 from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import EXAMPLE_CONFIG
 
@@ -14,10 +14,10 @@ from copilot_cli.paths import EXAMPLE_CONFIG
 class BuildOptions:
     """Settings of build: the config file, the output folder, --force and --dry-run."""
 
-    config: Path = Path("copilot-opt.yaml")
-    out: Path = Path("build")
-    force: bool = False
-    dry_run: bool = False
+    config: Path = setting(Path("copilot-opt.yaml"), help="Pipeline config.")
+    out: Path = setting(Path("build"), help="Output folder.")
+    force: bool = setting(False, help="Rebuild every step.")
+    dry_run: bool = setting(False, help="Print the plan; change nothing.")
 
     def __post_init__(self) -> None:
         coerce_paths(self)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,11 @@ class CompileOptions:
         use_tokenizer: False compiles without one (no token counts, no boundary check).
     """
 
-    src: Path = setting(SHIPPED_TEMPLATES, yaml=False)
-    out: Path = setting(Path("build/templates"), yaml=False)
-    min_prefix_tokens: int = 64
+    src: Path = setting(
+        SHIPPED_TEMPLATES, yaml=False, help="Template folder (default: the shipped templates)."
+    )
+    out: Path = setting(Path("build/templates"), yaml=False, help="Bundle folder to write.")
+    min_prefix_tokens: int = setting(64, help="Warn below this prefix length.")
     limits: RenderLimits = setting(default_factory=RenderLimits)
     tokenizer: str = setting("", yaml=False)
     use_tokenizer: bool = setting(True, yaml=False)
@@ -56,9 +58,11 @@ class RenderOptions:
         tokenizer: tokenizer or model folder for the counts ("" = the default model's).
     """
 
-    bundle: Path
-    name: str
-    inputs: Mapping[str, Any] = field(default_factory=dict)
+    bundle: Path = setting(help="Bundle folder written by compile-templates.")
+    name: str = setting(help="Template name.")
+    inputs: Mapping[str, Any] = setting(
+        default_factory=dict, help="JSON file with the inputs, or - for stdin."
+    )
     count_tokens: bool = False
     tokenizer: str = ""
     allow_download: bool = False

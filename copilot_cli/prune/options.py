@@ -38,12 +38,23 @@ class PruneOptions:
     """
 
     text: str = setting("", yaml=False)
-    rate: float | None = None
-    target_tokens: int | None = None
-    threshold: float | None = None
-    method: Literal["entropy", "attention", "hybrid", "ewma", "spread", "search"] = "hybrid"
-    protect: tuple[str, ...] = ()
-    language: str | None = None
+    rate: float | None = setting(None, help="Share of tokens kept, in (0, 1].")
+    target_tokens: int | None = setting(None, help="Keep about this many tokens.")
+    threshold: float | None = setting(
+        None,
+        help=(
+            "Keep tokens scoring at least this: a percentile in [0, 1] (entropy, "
+            "attention, hybrid) or a multiple of the running level (ewma; 1.2 by "
+            "default)."
+        ),
+    )
+    method: Literal["entropy", "attention", "hybrid", "ewma", "spread", "search"] = setting(
+        "hybrid", help="entropy, attention, hybrid, ewma, spread, search."
+    )
+    protect: tuple[str, ...] = setting((), help="Regex of text never removed (repeatable).")
+    language: str | None = setting(
+        None, help="A grammar name or text (default: from the extension)."
+    )
     window: int = 512
     overlap: int = 128
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)

@@ -42,17 +42,31 @@ class QuantizeOptions:
         model: the model to load when none is handed in.
     """
 
-    out: Path = setting(Path("build/quant"), yaml=False)
-    bits: Literal[8, 4] = 8
-    group_size: Literal[32, 64, 128] = 32
-    int8_scales: Literal["row", "group"] = "row"
-    keep_fp16: int | None = None
-    keep_coverage: float | None = None
-    corpus: tuple[Path, ...] = DEFAULT_CORPUS
-    include_lm_head: bool = False
-    prompts: Path | None = DEFAULT_PROMPTS
-    export: tuple[str, ...] = ()
-    gguf: Path | None = None
+    out: Path = setting(Path("build/quant"), yaml=False, help="Output folder.")
+    bits: Literal[8, 4] = setting(8, help="8 (per-row scales) or 4 (group-wise).")
+    group_size: Literal[32, 64, 128] = setting(32, help="Columns per grouped scale.")
+    int8_scales: Literal["row", "group"] = setting(
+        "row", help="row or group (INT8: one scale per --group-size)."
+    )
+    keep_fp16: int | None = setting(None, help="Keep the N most frequent rows in FP16.")
+    keep_coverage: float | None = setting(
+        None, help="Keep the rows covering this share of corpus tokens."
+    )
+    corpus: tuple[Path, ...] = setting(
+        DEFAULT_CORPUS,
+        help=(
+            "File or folder for token frequencies (repeatable; default: sample_data/repo "
+            "and templates/)."
+        ),
+    )
+    include_lm_head: bool = setting(False, help="Quantize the output projection too.")
+    prompts: Path | None = setting(
+        DEFAULT_PROMPTS, help="JSONL prompts for the logit-fidelity check."
+    )
+    export: tuple[str, ...] = setting(
+        (), help="Also write gguf and/or compressed-tensors (repeatable)."
+    )
+    gguf: Path | None = setting(None, help="The GGUF a gguf export starts from (a folder model).")
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
 
     @property

@@ -53,12 +53,22 @@ class Thresholds:
             below 0.5); without it they are refused, with it every report names them.
     """
 
-    max_mean_kl: float = 1e-3
-    min_same_top1: float = 0.99
-    max_prompt_kl: float = 1e-2
+    max_mean_kl: float = setting(
+        1e-3, help="The 95% upper bound of the mean KL may not exceed this (default 1e-3)."
+    )
+    min_same_top1: float = setting(
+        0.99, help="The 95% lower bound of the same-top-1 share must reach this (default 0.99)."
+    )
+    max_prompt_kl: float = setting(
+        1e-2, help="No single prompt's mean KL may exceed this (default 1e-2)."
+    )
     min_exact_match: float | None = None
     min_bleu: float | None = None
-    allow_lax: bool = False
+    allow_lax: bool = setting(
+        False,
+        help="Accept a KL threshold above 1 nat or a same-top-1 below 0.5 (named in every report).",
+        flag="--allow-lax-thresholds",
+    )
 
     def __post_init__(self) -> None:
         require_number(self.max_mean_kl, "max_mean_kl", low=0.0, low_open=True)
@@ -95,10 +105,10 @@ class Thresholds:
 class ReportPaths:
     """Where regress writes its reports (None: not written; json "-" is stdout, the CLI's)."""
 
-    json: Path | None = None
-    junit: Path | None = None
-    markdown: Path | None = None
-    html: Path | None = None
+    json: Path | None = setting(None, help="Write the JSON report here (- for stdout).")
+    junit: Path | None = setting(None, help="Write JUnit XML here.")
+    markdown: Path | None = setting(None, help="Write Markdown here.")
+    html: Path | None = setting(None, help="Write the HTML report here.")
 
     def __post_init__(self) -> None:
         coerce_paths(self)
@@ -148,22 +158,33 @@ class RegressOptions:
             `transformers`.
     """
 
-    prompts: Path = DEFAULT_PROMPTS
-    variants: tuple[str, ...] = ()
+    prompts: Path = setting(DEFAULT_PROMPTS, help="Prompts JSONL.")
+    variants: tuple[str, ...] = setting(
+        (),
+        help=(
+            "NAME=KIND=ARG[+KIND=ARG] (quant, kv, kv-dtype, prune; --engine vllm: vllm, "
+            "kv; --engine llama.cpp: llamacpp, kv)."
+        ),
+        flag="--variant",
+    )
     thresholds: Thresholds = setting(default_factory=Thresholds)
-    gen_tokens: int = 16
-    max_tokens: int = 256
-    baseline: Path | None = setting(None, yaml=False)
-    save_baseline: Path | None = setting(None, yaml=False)
-    baseline_topk: int = 0
-    baseline_check: int = 2
-    null_control: bool = False
-    batch_size: int = DEFAULT_BATCH_SIZE
+    gen_tokens: int = setting(16, help="Greedy tokens per continuation (default 16).")
+    max_tokens: int = setting(256, help="Tokens per prompt (default 256).")
+    baseline: Path | None = setting(None, yaml=False, help="Reuse stored log-probs.")
+    save_baseline: Path | None = setting(
+        None, yaml=False, help="Store the base model's log-probs here."
+    )
+    baseline_topk: int = setting(0, help="Store top-k log-probs (0: all).")
+    baseline_check: int = setting(
+        2, help="Cases recomputed to check a reused baseline (default 2; 0 = off)."
+    )
+    null_control: bool = setting(False, help="Also run base vs base (the noise floor).")
+    batch_size: int = setting(DEFAULT_BATCH_SIZE, help="Cases per batched forward (default 4).")
     reports: ReportPaths = setting(default_factory=ReportPaths, yaml=False)
     model: ModelSpec = setting(default_factory=ModelSpec, yaml=False)
     ray: str | None = setting(None, yaml=False)
-    engine: str = "transformers"
-    original: str | None = None
+    engine: str = setting("transformers", help="transformers|vllm|llama.cpp")
+    original: str | None = setting(None, help="engine or transformers.")
 
     def __post_init__(self) -> None:
         coerce_paths(self)

@@ -17,18 +17,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from copilot_cli.context import open_session
-from copilot_cli.core.engines import engines_for
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.core.models import ModelSpec, load_model
-from copilot_cli.core.options import coerce_paths, require, require_count
 from copilot_cli.prompts import load_bundle
 from copilot_cli.serving import protocol
 from copilot_cli.serving.compose import Composer
 from copilot_cli.serving.generated import Generated
+from copilot_cli.serving.options import EndpointOptions
 from copilot_cli.serving.protocol import CompletionRequest, Outcome, RequestError
 
 log = logging.getLogger(__name__)
@@ -268,50 +266,6 @@ def make_server(endpoint: Endpoint, host: str, port: int) -> ThreadingHTTPServer
     server = _Server((host, port), _Handler)
     server.endpoint = endpoint
     return server
-
-
-ENDPOINT_ENGINES = engines_for("endpoint")
-
-
-@dataclass(frozen=True)
-class EndpointOptions:
-    """Settings of the completion endpoint (`serve --bundle`).
-
-    Attributes:
-        kv_dir: the prepared KV: a prefill-kv folder (transformers, vLLM) or a slot folder
-            of prefill-kv --engine llama.cpp.
-        bundle, template: the compiled templates and the one a request is rendered with.
-        chunks, registry: the repository's chunks file and registry (loaded once).
-        engine: transformers, llama.cpp or vllm.
-        model: the model folder, or the GGUF file for llama.cpp.
-        budget: tokens of repository context per request (a request may ask for fewer).
-        host, port: where it listens.
-        extra_args: arguments for vLLM's server (`serve ... -- ARGS`).
-    """
-
-    kv_dir: Path
-    bundle: Path
-    chunks: Path
-    registry: Path | None = None
-    template: str = "code-completion"
-    engine: str = "transformers"
-    model: str = ""
-    budget: int = 1024
-    host: str = "127.0.0.1"
-    port: int = 8012
-    extra_args: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-
-        coerce_paths(self)
-        require(
-            self.engine in ENDPOINT_ENGINES, "engine", f"use one of {', '.join(ENDPOINT_ENGINES)}"
-        )
-        require(self.kv_dir.is_dir(), "kv_dir", f"{self.kv_dir} is not a folder")
-        require(self.bundle.is_dir(), "bundle", f"{self.bundle} is not a bundle folder")
-        require(self.chunks.is_file(), "chunks", f"{self.chunks} is not a file")
-        require_count(self.budget, "budget", low=1, high=1 << 16)
-        require_count(self.port, "port", low=1, high=65535)
 
 
 def open_endpoint(options: EndpointOptions) -> Endpoint:

@@ -44,15 +44,21 @@ class WarmPlanOptions:
         fp_rate: the L2 Bloom filter's false-positive rate.
     """
 
-    logs: tuple[Path, ...] = setting((), yaml=False)
-    out: Path = setting(Path("build/warm-plan.json"), yaml=False)
-    budget: int = 64 << 20
-    kv: Path | None = setting(None, yaml=False)
-    chunks: Path | None = setting(None, yaml=False)
-    predictor: str = "auto"
-    window: float = 600.0
+    logs: tuple[Path, ...] = setting((), yaml=False, help="Request logs (JSONL, docs/formats.md).")
+    out: Path = setting(Path("build/warm-plan.json"), yaml=False, help="The plan to write.")
+    budget: int = setting(
+        64 << 20, help="Bytes L0 + L1 may hold (e.g. 86MB, 1GiB; default 64 MiB)."
+    )
+    kv: Path | None = setting(None, yaml=False, help="KV folder: prefix sizes.")
+    chunks: Path | None = setting(None, yaml=False, help="Chunks JSONL: chunk sizes.")
+    predictor: str = setting(
+        "auto", help="auto (best measured), frequency-recency, markov-1, markov-2 or gru."
+    )
+    window: float = setting(600.0, help="Seconds ahead to plan for.")
     l0_probability: float = 0.5
-    l0_share: float = 0.5
+    l0_share: float = setting(
+        0.5, help="The most of the budget L0 may pin (the rest is evictable L1)."
+    )
     fp_rate: float = 0.01
 
     def __post_init__(self) -> None:

@@ -171,27 +171,22 @@ def test_a_generation_threshold_with_no_generation_is_an_error(runner, tmp_path)
 
 
 def test_defaults_stated_in_regress_help_are_the_options_defaults():
-    """regress's flags default to None (so a regress.yaml can set them); their help states the
-    default in words, and those words must be the options' own defaults."""
+    """regress's flags default to None (so a regress.yaml can set them); their help, declared
+    beside the default in the options field, states the default in words, and those words must
+    be the options' own defaults."""
     import inspect as pyinspect
     import re
-    import typing
 
     from copilot_cli.cli.regress import regress_command
-    from copilot_cli.regress import RegressOptions, Thresholds
+    from copilot_cli.core.options import default_of
 
-    defaults = {**RegressOptions.__dataclass_fields__, **Thresholds.__dataclass_fields__}
-    hints = typing.get_type_hints(regress_command.__wrapped__, include_extras=True)
     checked = 0
-    for name in pyinspect.signature(regress_command.__wrapped__).parameters:
-        info = next(
-            (m for m in getattr(hints[name], "__metadata__", ()) if hasattr(m, "help")), None
-        )
-        stated = re.search(
-            r"[Dd]efault ([0-9](?:[0-9e.-]*[0-9])?)", (info.help or "") if info else ""
-        )
-        if stated is None:
+    for param in pyinspect.signature(regress_command.__wrapped__).parameters.values():
+        source = getattr(param.default, "declared_by", None)
+        help_text = getattr(param.default, "help", None) or ""
+        stated = re.search(r"[Dd]efault ([0-9](?:[0-9e.-]*[0-9])?)", help_text)
+        if source is None or stated is None:
             continue
-        assert float(stated.group(1)) == defaults[name].default, name
+        assert float(stated.group(1)) == default_of(*source), source
         checked += 1
     assert checked >= 7
