@@ -91,7 +91,8 @@ def _copy_python(source: Path, dest: Path) -> None:
 
 
 def measure(work, chunks, registry, stored, repo, files, chunk_count) -> None:
-    from copilot_cli.serving.endpoint import EndpointOptions, make_server, open_endpoint
+    from copilot_cli.serving.endpoint import make_server, open_endpoint
+    from copilot_cli.serving.options import EndpointOptions
 
     options = EndpointOptions(
         kv_dir=work / "kv", bundle=work / "bundle", chunks=chunks, registry=registry, budget=1024

@@ -20,7 +20,8 @@ def endpoint(tmp_path_factory):
     from copilot_cli import CompileOptions, PrefillOptions, compile_templates, prefill_kv
     from copilot_cli.chunking import ChunkOptions, chunk_repository
     from copilot_cli.core.models import load_tokenizer
-    from copilot_cli.serving.endpoint import EndpointOptions, make_server, open_endpoint
+    from copilot_cli.serving.endpoint import make_server, open_endpoint
+    from copilot_cli.serving.options import EndpointOptions
 
     root = tmp_path_factory.mktemp("endpoint")
     chunks, registry = root / "repo.jsonl", root / "repo.registry.json"

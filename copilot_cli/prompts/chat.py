@@ -22,7 +22,8 @@ import jinja2
 from jinja2.ext import loopcontrols
 
 from copilot_cli.prompts.errors import TemplateError
-from copilot_cli.prompts.sandbox import MAX_JSON_INDENT, BoundedSandbox, RenderLimits
+from copilot_cli.prompts.limits import RenderLimits
+from copilot_cli.prompts.sandbox import MAX_JSON_INDENT, BoundedSandbox
 
 MARKER = re.compile(r"^<\|message:(system|user|assistant)\|>\n", re.MULTILINE)
 SENTINEL = "\ue000\ue001"  # private-use characters: never in real prompt text

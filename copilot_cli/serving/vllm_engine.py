@@ -49,7 +49,8 @@ class VllmEngine:
             ArtifactError: the server did not come up (its log is on stderr).
         """
         from copilot_cli.kv import KVCacheDir
-        from copilot_cli.serving.server import ServeOptions, check, command
+        from copilot_cli.serving.options import ServeOptions
+        from copilot_cli.serving.server import check, command
 
         port = _free_port()
         # the usage of each answer says how many prompt tokens were not computed

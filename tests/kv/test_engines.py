@@ -71,7 +71,7 @@ def test_the_library_refuses_as_the_cli_does():
 
 def test_every_engine_list_is_the_table():
     from copilot_cli.regress.options import ENGINES as REGRESS
-    from copilot_cli.serving.endpoint import ENDPOINT_ENGINES
+    from copilot_cli.serving.options import ENDPOINT_ENGINES
 
     assert engines_for("regress") == REGRESS and engines_for("endpoint") == ENDPOINT_ENGINES
     assert set(engines_for("prefill-kv")) == {"transformers", "llama.cpp"}

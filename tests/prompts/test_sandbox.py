@@ -344,7 +344,8 @@ def test_constant_expressions_are_not_folded_at_compile_time():
 
 
 def test_sum_of_lists_is_one_pass_and_right():
-    from copilot_cli.prompts.sandbox import RenderLimits, bounded_render, make_environment
+    from copilot_cli.prompts.limits import RenderLimits
+    from copilot_cli.prompts.sandbox import bounded_render, make_environment
 
     template = make_environment().from_string(
         "{{ ([[1, 2]] * 3) | sum(start=[0]) }} {{ [(1,), (2,)] | sum(start=()) }} "

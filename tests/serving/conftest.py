@@ -30,7 +30,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def endpoint(prepared):
-    from copilot_cli.serving.endpoint import EndpointOptions, open_endpoint
+    from copilot_cli.serving.endpoint import open_endpoint
+    from copilot_cli.serving.options import EndpointOptions
 
     options = EndpointOptions(
         kv_dir=prepared["kv"],

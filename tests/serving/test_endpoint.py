@@ -209,7 +209,8 @@ def test_n_indent_and_stop_strings_cut_as_llama_cpp_server_does(endpoint):
 def test_a_template_with_fim_tokens_the_model_lacks_is_refused(prepared, tmp_path):
     from copilot_cli.core.options import OptionError
     from copilot_cli.prompts import CompileOptions, compile_templates
-    from copilot_cli.serving.endpoint import EndpointOptions, open_endpoint
+    from copilot_cli.serving.endpoint import open_endpoint
+    from copilot_cli.serving.options import EndpointOptions
     from tests.serving.conftest import REPO
 
     compile_templates(CompileOptions(REPO / "sample_data" / "fim_templates", tmp_path / "fim"))
