@@ -10,6 +10,7 @@ from copilot_cli.cli.common import JsonOpt, cell, note, print_json, warn
 from copilot_cli.cli.common import stdout_console as console
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import from_options
+from copilot_cli.core import progress
 from copilot_cli.pipeline.options import BuildOptions
 
 
@@ -22,7 +23,6 @@ def build_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Run compile-templates, prefill-kv, chunk, quantize and regress; skip what did not change."""
-    from copilot_cli.core import progress
     from copilot_cli.pipeline import run_build
 
     options = BuildOptions(config=config, out=out, force=force, dry_run=dry_run)

@@ -9,6 +9,7 @@ from copilot_cli.chunking.options import ChunkOptions
 from copilot_cli.cli.common import JsonOpt, option, print_json, warn
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, RayOpt, from_options
+from copilot_cli.core.inputs import repository_list
 
 
 @handle_errors
@@ -36,7 +37,6 @@ def chunk_command(
     """Split repositories into token-exact, entity-aligned, deduplicated chunks."""
     from copilot_cli.chunking import chunk_repository
     from copilot_cli.cli.views.chunk import show
-    from copilot_cli.core.inputs import repository_list
 
     options = ChunkOptions(
         repos=(*(repos or ()), *(repository_list(repos_from) if repos_from else ())),

@@ -3,16 +3,20 @@ exit code that an interrupt can never turn into a signal death."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
+import signal
+import sys
+
+from copilot_cli.cli.common import fail
 
 
 def main() -> None:
     """Console-script entry point. Ctrl-C at any moment (even as the process winds down after
     the command's output) is exit 130 with one line, never Python's own SIGINT death."""
-    import signal
 
     from copilot_cli.cli import app
-    from copilot_cli.cli.common import fail
 
     try:
         app(prog_name="copilot-opt")
@@ -33,9 +37,6 @@ def _exit_interrupted(code: int) -> None:
     at exit when a KeyboardInterrupt once passed through a C extension's evaluation of Python
     code (torch's), even one caught and answered later (seen: 'error: interrupted', then -2).
     Exit handlers run and streams are flushed first, as a normal exit does."""
-    import atexit
-    import os
-    import sys
 
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

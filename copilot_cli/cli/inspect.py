@@ -10,6 +10,7 @@ import typer
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, model_spec
+from copilot_cli.core.errors import CheckFailed
 
 
 @handle_errors
@@ -34,7 +35,6 @@ def inspect_command(
 ) -> None:
     """Show what an artifact holds; verify it (exit 1 listing every bad file)."""
     from copilot_cli.cli.views.inspect import show_inspection, show_problems
-    from copilot_cli.core.errors import CheckFailed
     from copilot_cli.pipeline import inspect_artifact
 
     spec = None if model is None else model_spec(model, device, "auto", allow_download)

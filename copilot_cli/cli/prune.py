@@ -11,6 +11,9 @@ import typer
 from copilot_cli.cli.common import JsonOpt, note, option, print_json
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, DTYPE, MODEL, from_options, model_spec
+from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.inputs import read_text
+from copilot_cli.core.outputs import claim_file, remember_written
 from copilot_cli.prune.options import PruneOptions
 
 
@@ -31,9 +34,6 @@ def prune_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Compress a prompt or context file, keeping protected spans and code validity."""
-    from copilot_cli.core.artifacts import write_bytes
-    from copilot_cli.core.inputs import read_text
-    from copilot_cli.core.outputs import claim_file, remember_written
     from copilot_cli.prune import language_for_path, prune_text
 
     inputs = () if input_path == "-" else (Path(input_path),)

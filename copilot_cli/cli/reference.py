@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import typer
+
 from copilot_cli.cli import app
 from copilot_cli.paths import DATA_ROOT
 
@@ -40,7 +42,6 @@ def _cell(text: str) -> str:
 
 def reference() -> str:
     """The reference, one table per command, in the order `--help` lists them."""
-    import typer
 
     root = typer.main.get_command(app)
     out = [BEGIN, ""]

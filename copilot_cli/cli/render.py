@@ -9,6 +9,7 @@ from typing import Annotated
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, TokenizerOpt, from_options
+from copilot_cli.core.inputs import read_json_object
 from copilot_cli.prompts.options import RenderOptions
 
 
@@ -27,7 +28,6 @@ def render_command(
 ) -> None:
     """Render one template of a bundle with the given inputs."""
     from copilot_cli.context.requests import context_inputs
-    from copilot_cli.core.inputs import read_json_object
     from copilot_cli.prompts import render_template
 
     values = read_json_object(inputs, "inputs file")

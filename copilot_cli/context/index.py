@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from copilot_cli.chunking import Chunk, ChunksHeader, Registry
+from copilot_cli.context.signatures import signature_line
 from copilot_cli.core.artifacts import write_bytes
 from copilot_cli.core.fingerprints import cache_dir
 
@@ -121,8 +122,6 @@ class ContextIndex:
             object.__setattr__(self, "_signatures", {})
         memo = self._signatures  # type: ignore[attr-defined]
         if i not in memo:
-            from copilot_cli.context.signatures import signature_line
-
             found = (signature_line(self.texts[i], n) for n in self.names_of(i)[:limit])
             memo[i] = [line for line in found if line is not None]
         return memo[i]

@@ -21,7 +21,7 @@ from copilot_cli.context.options import (
 )
 from copilot_cli.context.session import ContextSession, split_at_cursor
 from copilot_cli.core.errors import InputError
-from copilot_cli.core.inputs import read_text, repository_file
+from copilot_cli.core.inputs import read_json_object, read_text, repository_file
 
 
 def parse_cursor(value: str | None, where: str = "cursor") -> tuple[int, int | None] | None:
@@ -218,7 +218,6 @@ def run_static(
 def context_inputs(path: Path) -> dict[str, Any]:
     """A template's inputs from a result file of `context`: `context` from a request's result
     (copilot-opt.context), `overview` from an overview's (copilot-opt.repository-overview)."""
-    from copilot_cli.core.inputs import read_json_object
 
     data = read_json_object(path, "context file")
     kind = data.get("format")

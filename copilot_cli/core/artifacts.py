@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from copilot_cli.core.errors import ArtifactError
+from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
 
 if TYPE_CHECKING:  # torch only where tensors are written: a no-op build never imports it
     import torch
@@ -200,7 +200,6 @@ def check_header(
 
     Works for safetensors metadata (values are strings) and JSON manifests alike.
     """
-    from copilot_cli.core.errors import FingerprintMismatch
 
     if metadata.get("format") != fmt:
         raise ArtifactError(f"format is {metadata.get('format')!r}, expected {fmt!r}", where=where)

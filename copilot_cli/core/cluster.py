@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from copilot_cli.core.errors import InputError
+from copilot_cli.core.options import OptionError
 
 INSTALL_HINT = 'Ray is not installed here: pip install -e ".[ray]" (or make ray-env)'
 RETRIES = 3
@@ -54,8 +55,6 @@ def require_target(value: str | None, option: str = "ray") -> None:
         return
     why = check_target(value)
     if why is not None:
-        from copilot_cli.core.options import OptionError
-
         raise OptionError(option, why)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,8 +209,6 @@ def cache_kwargs(model: Any, cache: Any) -> dict[str, Any]:
     earlier 5.x `past_key_values=` (the vLLM environment pins one of those)."""
     kind = type(model)
     if kind not in _CACHE_KWARG:
-        import inspect
-
         parameters = inspect.signature(model.forward).parameters
         _CACHE_KWARG[kind] = "cache" if "cache" in parameters else "past_key_values"
     return {_CACHE_KWARG[kind]: cache}

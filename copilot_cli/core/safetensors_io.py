@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
+import xxhash
 
 from copilot_cli.core import verified
 from copilot_cli.core.errors import ArtifactError
@@ -180,7 +181,6 @@ def sealed_metadata(
 ) -> dict[str, str]:
     """`metadata` plus a `digest` over the canonical header (every tensor's dtype, shape and
     offsets, every metadata key) and every tensor byte: what `read_verified` checks."""
-    import xxhash
 
     header = json.loads(build_header(tensors, dict(metadata))[8:])
     header.pop("__metadata__", None)
@@ -202,8 +202,6 @@ def read_verified(path: Path) -> tuple[dict[str, dict], dict[str, str], Any, int
         ArtifactError: a damaged, truncated or edited file (including one written before
             files carried a digest).
     """
-
-    import xxhash
 
     where = str(path)
     known = None

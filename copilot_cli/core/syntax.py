@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import warnings
 from typing import Any
 
 EXTENSIONS = {
@@ -85,9 +87,6 @@ def parse_clean(text: str | bytes, language: str) -> Any | None:
     if tree.root_node.has_error:
         return None
     if language == "python":
-        import ast
-        import warnings
-
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -203,8 +203,6 @@ def _prepare_tokenizer(vocab: Path, target: Path) -> str:
     """A tokenizer folder from a vocab GGUF, checked against llama.cpp's reference ids."""
     from transformers import AutoTokenizer
 
-    from copilot_cli.core.gguf import load_gguf_tokenizer
-
     texts = vocab.with_name(vocab.name + ".inp").read_text(encoding="utf-8").split(_SEPARATOR)
     lines = vocab.with_name(vocab.name + ".out").read_text(encoding="utf-8").split("\n")
     if len(texts) != len(lines):

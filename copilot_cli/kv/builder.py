@@ -27,6 +27,7 @@ from copilot_cli.core.models import DTYPE_NAMES, LoadedModel, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.core.tokens import prompt_ids
+from copilot_cli.kv.chunkkv import bundle_snippet_format, chunk_sources, context_openings
 from copilot_cli.kv.format import (
     FORMAT_VERSION,
     INDEX,
@@ -237,12 +238,8 @@ def prefill_kv(options: PrefillOptions, loaded: LoadedModel | None = None) -> Pr
         sources += prefixes_from_bundle(options.bundle, loaded.tokenizer_fingerprint)
     sources += prefixes_from_files(list(options.texts))
     if options.chunks is not None:
-        from copilot_cli.kv.chunkkv import bundle_snippet_format, chunk_sources, context_openings
-
         fmt = options.snippet_format
         if options.bundle is not None:  # each template with its context block opened
-            from copilot_cli.prompts import load_bundle
-
             bundle = load_bundle(options.bundle)
             fmt = bundle_snippet_format(bundle, loaded.tokenizer, fmt)
             sources += context_openings(bundle, loaded.tokenizer, fmt)

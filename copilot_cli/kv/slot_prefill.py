@@ -16,6 +16,7 @@ from copilot_cli.core.options import OptionError
 from copilot_cli.kv.chunkkv import bundle_snippet_format, chunk_sources, context_openings
 from copilot_cli.kv.options import PrefillOptions
 from copilot_cli.kv.slots import SlotIndex
+from copilot_cli.prompts import load_bundle
 
 
 def require_gguf(model: str) -> Path:
@@ -50,8 +51,6 @@ def chunk_slot_sources(module: Any, gguf: Path, bundle: Path | None, chunks: Any
     tokenizer = load_gguf_tokenizer(gguf)
     fmt, openings = chunks.snippet_format, []
     if bundle is not None:  # snippets stored in the format the templates write them in
-        from copilot_cli.prompts import load_bundle
-
         loaded = load_bundle(bundle)
         fmt = bundle_snippet_format(loaded, tokenizer, fmt)
         openings = context_openings(loaded, tokenizer, fmt)

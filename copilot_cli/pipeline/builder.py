@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core import cluster
 from copilot_cli.core.errors import CheckFailed
 from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.pipeline.config import load_build_config
@@ -147,8 +148,6 @@ class _Executor(contextlib.ExitStack):
 
     def before_run(self) -> None:
         if self.target is not None and not self.joined:
-            from copilot_cli.core import cluster
-
             self.enter_context(cluster.session(self.target))
             self.joined = True
 

@@ -17,6 +17,7 @@ from copilot_cli import __version__
 from copilot_cli.chunking import chunk_repository, walk_all
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
 from copilot_cli.core.fingerprints import model_fingerprint_from_folder, tokenizer_fingerprint
+from copilot_cli.core.models import load_model, load_tokenizer
 from copilot_cli.core.options import to_jsonable
 from copilot_cli.pipeline.config import BuildConfig
 from copilot_cli.pipeline.manifest import digest, file_sha, tree_hashes
@@ -72,8 +73,6 @@ class Context:
 
     def loaded(self) -> Any:
         if self._loaded is None:
-            from copilot_cli.core.models import load_model
-
             self._loaded = load_model(self.config.model)
         return self._loaded
 
@@ -82,8 +81,6 @@ class Context:
             if self._loaded is not None:
                 self._tokenizer = self._loaded.tokenizer
             else:
-                from copilot_cli.core.models import load_tokenizer
-
                 self._tokenizer = load_tokenizer(self.config.model.name_or_path)
         return self._tokenizer
 

@@ -24,6 +24,7 @@ from copilot_cli.core.artifacts import (
 )
 from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.core.fingerprints import tokenizer_fingerprint
+from copilot_cli.core.models import default_model, load_tokenizer
 from copilot_cli.core.outputs import claim_folder, mark
 from copilot_cli.prompts.analysis import input_variables, static_prefix, template_closure
 from copilot_cli.prompts.boundary import stable_prefix
@@ -409,8 +410,6 @@ def compile_templates(options: CompileOptions, tokenizer: Any | None = None) -> 
     """
     claim_folder(options.out, "out", fmt=FORMAT, manifest=MANIFEST, label="prompt bundle")
     if tokenizer is None and options.use_tokenizer:
-        from copilot_cli.core.models import default_model, load_tokenizer
-
         with progress.progress("loading tokenizer"):
             tokenizer = load_tokenizer(
                 options.tokenizer or default_model(), allow_download=options.allow_download

@@ -53,6 +53,7 @@ from copilot_cli.prune.protect import (
 )
 from copilot_cli.prune.removal import Attempt, Removed, spans
 from copilot_cli.prune.scoring import TokenScores, score_tokens
+from copilot_cli.prune.search import search
 
 
 @dataclass
@@ -221,8 +222,6 @@ def prune_text(options: PruneOptions, loaded: LoadedModel | None = None) -> Prun
     fr = _code_frame(text, options.language)
     attempt = _attempts(text, offsets, score, fr, goal, tokenizer, options.protect)
     if options.method == "search":
-        from copilot_cli.prune.search import search
-
         result = search(text, attempt, loaded, goal, fr)
     else:
         result = attempt(0.0, None)

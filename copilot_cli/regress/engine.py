@@ -12,6 +12,7 @@ import torch
 from copilot_cli.core.metrics import PositionMetrics, compare_logits, compare_topk
 from copilot_cli.core.models import LoadedModel, cache_kwargs
 from copilot_cli.core.tokens import prompt_ids
+from copilot_cli.kv import load_prefix
 from copilot_cli.prune import prune_text
 from copilot_cli.regress.cases import Case
 from copilot_cli.regress.decode import eos_ids, greedy, plain_greedy
@@ -129,8 +130,6 @@ class Runner:
 
         kv = spec.kind("kv")
         if kv is not None:
-            from copilot_cli.kv import load_prefix
-
             return load_prefix(kv.arg, self.model, case.prefix)
         cache = DynamicCache()
         self.model(self._tensor(case.ids[:upto]), **cache_kwargs(self.model, cache))

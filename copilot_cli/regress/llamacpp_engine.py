@@ -24,10 +24,10 @@ from typing import Any
 import torch
 
 from copilot_cli.core.artifacts import sha256_file
-from copilot_cli.core.errors import InputError
-from copilot_cli.core.gguf import copilot_keys, gguf_file
+from copilot_cli.core.errors import InputError, ModelLoadError
+from copilot_cli.core.gguf import check_gguf, copilot_keys, gguf_file
 from copilot_cli.core.metrics import compare_logits
-from copilot_cli.core.models import ModelSpec, load_model
+from copilot_cli.core.models import ModelSpec, context_length, load_model
 from copilot_cli.core.options import OptionError
 from copilot_cli.kv import check_slot_model, read_slot_index, verified_slot
 from copilot_cli.regress.cases import Case
@@ -60,10 +60,6 @@ class LlamaCppRunner(Runner):
     def _evaluator(self, gguf: Path) -> Any:
         gguf = gguf.resolve()
         if gguf not in self._evaluators:
-            from copilot_cli.core.errors import ModelLoadError
-            from copilot_cli.core.gguf import check_gguf
-            from copilot_cli.core.models import context_length
-
             n_ctx = min(MAX_CONTEXT, context_length(self.model.config))
             try:
                 check_gguf(gguf)  # not GGUF, cut short, or vocabulary only: said first

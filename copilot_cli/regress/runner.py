@@ -36,6 +36,7 @@ from copilot_cli.regress.results import (
 from copilot_cli.regress.tally import Tally, tallies_of
 from copilot_cli.regress.units import CaseSet, Record, Unit, plan_units, score, score_worker
 from copilot_cli.regress.variants import VariantSpec
+from copilot_cli.regress.vllm_engine import VllmRunner
 
 NULL_CONTROL = VariantSpec(name="null-control", components=())
 # A reused baseline's recomputed cases may differ from it by float noise: at most a tenth of
@@ -109,8 +110,6 @@ def run_regress(options: RegressOptions, loaded: LoadedModel | None = None) -> R
 
 def _runner(loaded: LoadedModel, options: RegressOptions) -> Runner:
     if options.engine == "vllm":
-        from copilot_cli.regress.vllm_engine import VllmRunner
-
         return VllmRunner(loaded, options)
     if options.engine == "llama.cpp":
         from copilot_cli.regress.llamacpp_engine import LlamaCppRunner

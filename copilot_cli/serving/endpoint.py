@@ -21,13 +21,18 @@ from typing import Any
 
 from copilot_cli.context import open_session
 from copilot_cli.core.errors import CopilotError
+from copilot_cli.core.gguf import load_gguf_tokenizer
 from copilot_cli.core.models import ModelSpec, load_model
+from copilot_cli.core.options import OptionError
+from copilot_cli.kv import require_gguf
 from copilot_cli.prompts import load_bundle
 from copilot_cli.serving import protocol
 from copilot_cli.serving.compose import Composer
+from copilot_cli.serving.engines import load_llamacpp
 from copilot_cli.serving.generated import Generated
 from copilot_cli.serving.options import EndpointOptions
 from copilot_cli.serving.protocol import CompletionRequest, Outcome, RequestError
+from copilot_cli.serving.vllm_engine import VllmEngine
 
 log = logging.getLogger(__name__)
 
@@ -283,18 +288,12 @@ def open_endpoint(options: EndpointOptions) -> Endpoint:
 def _engine(options: EndpointOptions) -> tuple[Any, Any, str]:
     """(engine, the tokenizer requests are composed with, the model's name)."""
     if options.engine == "llama.cpp":
-        from copilot_cli.core.gguf import load_gguf_tokenizer
-        from copilot_cli.kv import require_gguf
-        from copilot_cli.serving.engines import load_llamacpp
-
         gguf = require_gguf(options.model)
         load_llamacpp()  # one line when llama-cpp-python is not installed here
         from copilot_cli.serving.llamacpp_context import ContextEngine
 
         return ContextEngine(options.kv_dir, gguf), load_gguf_tokenizer(gguf), gguf.name
     if options.engine == "vllm":
-        from copilot_cli.serving.vllm_engine import VllmEngine
-
         engine = VllmEngine.start(options, options.extra_args)
         return engine, engine.tokenizer, engine.model_name
     from copilot_cli.serving.transformers_engine import TransformersEngine
@@ -306,8 +305,6 @@ def _engine(options: EndpointOptions) -> tuple[Any, Any, str]:
 def serve_endpoint(flags: dict[str, Any]) -> None:
     """`serve --bundle ...`: the endpoint in the foreground until Ctrl-C."""
     if flags.get("chunks") is None:
-        from copilot_cli.core.options import OptionError
-
         raise OptionError(
             "chunks", "the endpoint chooses context from a chunks file: give --chunks"
         )

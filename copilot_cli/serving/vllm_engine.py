@@ -19,6 +19,7 @@ from typing import Any
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.models import load_tokenizer
 from copilot_cli.serving.generated import Generated
+from copilot_cli.serving.options import ServeOptions
 
 START_TIMEOUT = 600.0  # seconds for vLLM to come up (a CPU build compiles for a while)
 # tokens at the end of the placed region vLLM computes itself: measured in
@@ -49,7 +50,6 @@ class VllmEngine:
             ArtifactError: the server did not come up (its log is on stderr).
         """
         from copilot_cli.kv import KVCacheDir
-        from copilot_cli.serving.options import ServeOptions
         from copilot_cli.serving.server import check, command
 
         port = _free_port()
