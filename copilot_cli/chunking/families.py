@@ -223,6 +223,9 @@ def byte_classes() -> Any:
     return classes
 
 
+FAMILIES = {f.name: f for f in (GPT2, DIGITS, QWEN2, LLAMA3, DEEPSEEK, SENTENCEPIECE)}
+
+
 def family_of(spec: dict[str, Any]) -> Family | None:
     """The family of a tokenizer.json (parsed), or None: its chunk counts are recounted."""
     model = spec.get("model") or {}

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from copilot_cli.chunking.families import UNKNOWN, WS, Family, byte_classes, family_of
+from copilot_cli.chunking.families import UNKNOWN, WS, Family, byte_classes
 from copilot_cli.chunking.pretoken import PieceCache
-from copilot_cli.core.fingerprints import backend_json
+from copilot_cli.chunking.rules import chunk_rule
 from copilot_cli.core.tokens import count_tokens, encode_with_offsets
 
 SEPARATOR = " · "
@@ -59,47 +57,6 @@ class RawChunk:
 # tests/chunking/test_exact_counts.py and test_families.py check the rules on random text.
 
 
-def _byte_lengths(vocab: dict[str, int], family: Family) -> Any:
-    """Bytes per token id of a byte-level BPE vocabulary (the model's, from tokenizer.json: one
-    byte per symbol; SentencePiece: "▁" one space, <0xNN> one byte, other characters their
-    UTF-8 bytes); -1 for ids that are not plain vocabulary entries (added tokens: such files
-    use offsets)."""
-    import numpy as np
-
-    size: Any = len
-    if family.prepend:
-
-        def size(token: str) -> int:
-            if _BYTE_TOKEN.fullmatch(token):
-                return 1
-            return len(token.replace("\u2581", " ").encode("utf-8"))
-
-    ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
-    table = np.full(int(ids.max(initial=-1)) + 1, -1, dtype=np.int64)
-    table[ids] = np.fromiter(map(size, vocab), dtype=np.int64, count=len(vocab))
-    return table
-
-
-_BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
-
-
-def splitting_rule(tokenizer: Any) -> tuple[Family | None, tuple[str, ...], dict[str, int]]:
-    """(the pre-tokenizer family whose pieces may be cached and counts derived, or None; the
-    added tokens' texts; the model's vocabulary), from one read of tokenizer.json (the one
-    the fingerprint reads too)."""
-
-    try:
-        text = backend_json(tokenizer)
-        spec = json.loads(text) if text is not None else None
-    except (AttributeError, ValueError):
-        spec = None
-    if not isinstance(spec, dict):
-        return None, (), {}
-    added = tuple(t["content"] for t in spec.get("added_tokens") or [] if t.get("content"))
-    vocab = (spec.get("model") or {}).get("vocab")
-    return family_of(spec), added, vocab if isinstance(vocab, dict) else {}
-
-
 class TokenCounter:
     """Exact token counts with the target tokenizer (fast backend when available)."""
 
@@ -108,18 +65,13 @@ class TokenCounter:
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
         known = getattr(tokenizer, "_copilot_chunk_rule", None)  # one parse per tokenizer
         if known is None:
-            family, added, vocab = splitting_rule(tokenizer)
+            family, added, lengths = chunk_rule(tokenizer)
             known = (family, added, None, None)
             if family is not None:  # byte lengths and a piece cache, shared by its counters
                 cache = PieceCache(self.backend, added, family)
                 if family.prepend and cache.model is None:  # its BPE model disagrees: recount
                     family, cache = None, None
-                known = (
-                    family,
-                    added,
-                    None if family is None else _byte_lengths(vocab, family),
-                    cache,
-                )
+                known = (family, added, None if family is None else lengths, cache)
             with contextlib.suppress(AttributeError):
                 tokenizer._copilot_chunk_rule = known
         self.family, self.added_tokens, self._byte_lengths, self.pieces = known
@@ -204,7 +156,7 @@ class FileText:
             char_starts = np.flatnonzero((raw & 0xC0) != 0x80)  # byte offset of each char
             starts = starts[starts < len(char_starts)]
             self.token_starts = char_starts[starts]
-        if counter.family is not None and not any(t in text for t in counter.added_tokens):
+        if counter.family is not None and not counter.pieces.has_added(text):
             self.anchors = _anchors(raw, counter.family)
 
     token_starts = None

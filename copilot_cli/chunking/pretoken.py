@@ -43,6 +43,9 @@ class PieceCache:
     def __init__(self, backend: Any, added_tokens: tuple[str, ...], family: Family = GPT2) -> None:
         self.backend = backend
         self.added_tokens = added_tokens
+        # their first two characters, a handful (a vocabulary's 256 reserved "<|...|>" tokens
+        # share one): a text holding none of them holds no added token, found in one scan each
+        self._added_starts = tuple({token[:2] for token in added_tokens})
         self.family = family
         self._pieces = family.pieces.findall
         self.ids: dict[str, tuple[int, ...]] = {}
@@ -58,14 +61,18 @@ class PieceCache:
     def applies(self, text: str) -> bool:
         """Whether `text` is in the region where the cached path is exact (see above; for
         SentencePiece every text without an added token)."""
-        return (self.family.prepend or _plain(text)) and not any(
-            token in text for token in self.added_tokens
-        )
+        return (self.family.prepend or _plain(text)) and not self.has_added(text)
+
+    def has_added(self, text: str) -> bool:
+        """Whether an added token occurs in `text` (there the tokenizer alone is exact)."""
+        if not any(start in text for start in self._added_starts):
+            return False
+        return any(token in text for token in self.added_tokens)
 
     def encode_any(self, text: str) -> list[int]:
         """Ids of any text, as the tokenizer gives them: plain lines from the cache, the
         others from the tokenizer."""
-        if any(token in text for token in self.added_tokens):
+        if self.has_added(text):
             return self._tokenizer_ids(text)
         if self.family.prepend or _plain(text):
             return self.encode(text)

@@ -7,6 +7,7 @@ single words and are only ever split by the token-level last resort). spaCy is n
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from dataclasses import dataclass
@@ -130,7 +131,10 @@ def _protected(text: str) -> list[tuple[int, int]]:
 
 
 def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
-    return any(s < position < e for s, e in spans)
+    """Whether `position` lies strictly inside one of `spans` (in order, not overlapping, as
+    finditer gives them): only the last span starting before it can hold it."""
+    i = bisect.bisect_left(spans, (position,))
+    return i > 0 and position < spans[i - 1][1]
 
 
 def _to_bytes(text_escaped: str, char_index: int) -> int:

@@ -24,6 +24,7 @@ import json
 import mmap
 import os
 import struct
+import sys
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -474,12 +475,65 @@ def backend_json(tokenizer: Any) -> str | None:
 _BACKEND_JSON: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+# The files a Hugging Face tokenizer folder may load a tokenizer from (config.json too:
+# transformers picks the tokenizer class by the model type it names); weights are not read.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "tokenizer.model",
+    "config.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+LOADED_FROM = "_copilot_loaded_from"  # set by core.models.load_tokenizer: the folder
+
+
+def tokenizer_source_key(tokenizer: Any) -> str | None:
+    """A digest of what made a tokenizer that core.models.load_tokenizer loaded from a local
+    folder, read without serialising it: the folder's tokenizer files (by content, each
+    remembered by path, size and mtime), the tokenizer's class, the transformers and
+    tokenizers versions, its size and added tokens, and what it adds around a text. The same
+    digest means the same loading of the same files, so facts derived from its backend JSON
+    (the fingerprint, chunk's splitting rule) can be remembered by it and the 0.1 s
+    serialisation skipped. None for any other tokenizer (a GGUF's, one a caller built or
+    changed after loading: drop `_copilot_loaded_from` after changing one)."""
+    cached = getattr(tokenizer, "_copilot_source_key", None)
+    folder = getattr(tokenizer, LOADED_FROM, None)
+    if cached or folder is None or not (Path(folder) / "tokenizer.json").is_file():
+        return cached or None
+    files = {}
+    for name in TOKENIZER_FILES:
+        if (Path(folder) / name).is_file():
+            files[name] = tokenizer_cache.sha256(Path(folder) / name)
+    versions = {
+        m: getattr(sys.modules.get(m), "__version__", None) for m in ("transformers", "tokenizers")
+    }
+    facts = {
+        "scheme": FINGERPRINT_SCHEME,
+        "class": f"{type(tokenizer).__module__}.{type(tokenizer).__qualname__}",
+        "versions": versions,
+        "files": files,
+        "size": len(tokenizer),
+        "added": sorted(map(str, getattr(tokenizer, "get_added_vocab", dict)().items())),
+        "behaviour": _behaviour(tokenizer),
+    }
+    key = _sha256(canonical(facts))
+    with contextlib.suppress(AttributeError):
+        tokenizer._copilot_source_key = key
+    return key
+
+
 def forget_tokenizer_facts(tokenizer: Any) -> None:
-    """Drop what this process remembers of `tokenizer` (its JSON, fingerprint and chunk
-    rule): the next use pays what a fresh process pays (a benchmark's set-up)."""
+    """Drop what this process remembers of `tokenizer` (its JSON, fingerprint, source key and
+    chunk rule): the next use pays what a fresh process pays (a benchmark's set-up)."""
     with contextlib.suppress(TypeError):
         _BACKEND_JSON.pop(tokenizer, None)
-    for kept in ("_copilot_chunk_rule", "_copilot_tokenizer_fingerprint"):
+    for kept in ("_copilot_chunk_rule", "_copilot_tokenizer_fingerprint", "_copilot_source_key"):
         with contextlib.suppress(AttributeError):
             delattr(tokenizer, kept)
 
@@ -493,17 +547,26 @@ def tokenizer_fingerprint(tokenizer: Any, cache: Any = None) -> str:
     if cached:
         return cached
     backend = getattr(tokenizer, "backend_tokenizer", None)
+    store = cache or tokenizer_cache
+    source = tokenizer_source_key(tokenizer) if backend is not None else None
     if backend is None:
         value = _sha256(canonical(tokenizer_description(tokenizer)))
+    elif source is not None:  # loaded from files seen before: no serialisation
+        value = store.fact(f"tokenizer-source:{source}", lambda: _from_backend(tokenizer, store))
+        store.flush()
     else:
-        text, behaviour = backend_json(tokenizer), _behaviour(tokenizer)
-        key = _sha256(f"{FINGERPRINT_SCHEME}\0{text}\0{canonical(behaviour)}")
-        store = cache or tokenizer_cache
-        value = store.fact(
-            f"tokenizer:{key}",
-            lambda: _sha256(canonical({**_backend_description(text), **behaviour})),
-        )
+        value = _from_backend(tokenizer, store)
         store.flush()
     with contextlib.suppress(AttributeError):
         tokenizer._copilot_tokenizer_fingerprint = value
     return value
+
+
+def _from_backend(tokenizer: Any, store: FileFactCache) -> str:
+    """The fingerprint from the backend JSON (remembered by a digest of it)."""
+    text, behaviour = backend_json(tokenizer), _behaviour(tokenizer)
+    key = _sha256(f"{FINGERPRINT_SCHEME}\0{text}\0{canonical(behaviour)}")
+    return store.fact(
+        f"tokenizer:{key}",
+        lambda: _sha256(canonical({**_backend_description(text), **behaviour})),
+    )

@@ -10,6 +10,7 @@ from typing import Any
 
 from copilot_cli.core.errors import ArtifactError, ModelLoadError
 from copilot_cli.core.fingerprints import (
+    LOADED_FROM,
     model_fingerprint_from_folder,
     tokenizer_fingerprint,
     weight_files,
@@ -145,6 +146,7 @@ def load_tokenizer(name_or_path: str, *, allow_download: bool = False) -> Any:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except Exception as exc:
         raise ModelLoadError(f"cannot load a tokenizer ({exc})", where=str(folder)) from exc
+    setattr(tokenizer, LOADED_FROM, str(folder))  # facts about it are remembered by its files
     tokenizer_fingerprint(tokenizer)
     return tokenizer
 

@@ -79,3 +79,24 @@ def test_reference_files_record_their_source():
     for name in NAMES:
         data = json.loads((instruments.tokenizer_dir(name) / "reference.json").read_text())
         assert data["source"] == f"ggml-vocab-{instruments.TOKENIZERS[name]}.gguf"
+
+
+def test_remembered_facts_are_the_derived_ones(named_tokenizer):
+    """Loaded again from the same files, a production tokenizer's fingerprint and chunk rule
+    come from the cache (no backend JSON): the same as derived from its backend JSON."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from copilot_cli.chunking.rules import chunk_rule
+    from copilot_cli.core.fingerprints import tokenizer_fingerprint, tokenizer_source_key
+
+    name, tokenizer = named_tokenizer
+    folder = instruments.tokenizer_dir(name)
+    plain = AutoTokenizer.from_pretrained(folder)  # not ours: described by its backend JSON
+    assert tokenizer_source_key(plain) is None
+    assert tokenizer_fingerprint(load_tokenizer(str(folder))) == tokenizer_fingerprint(plain)
+    chunk_rule(load_tokenizer(str(folder)))  # remembered
+    remembered, derived = chunk_rule(load_tokenizer(str(folder))), chunk_rule(plain)
+    assert remembered[0] is derived[0] and remembered[1] == derived[1], name
+    if derived[2] is not None:
+        assert np.array_equal(remembered[2], derived[2]), name
