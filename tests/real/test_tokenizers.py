@@ -90,7 +90,7 @@ def test_remembered_facts_are_the_derived_ones(named_tokenizer):
     from copilot_cli.chunking.rules import chunk_rule
     from copilot_cli.core.fingerprints import tokenizer_fingerprint, tokenizer_source_key
 
-    name, tokenizer = named_tokenizer
+    name, _ = named_tokenizer
     folder = instruments.tokenizer_dir(name)
     plain = AutoTokenizer.from_pretrained(folder)  # not ours: described by its backend JSON
     assert tokenizer_source_key(plain) is None
