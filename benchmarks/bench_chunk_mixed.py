@@ -3,10 +3,11 @@ distribution (1.2 MB of Python, 0.2 MB of Markdown; benchmarks/corpora.py, "mixe
 of the six production tokenizers (copilot_cli.instruments), against one serial
 `Tokenizer.encode` pass over the same files (the limit of a token-exact chunker).
 
-Unlike bench_tokenizers, ours pays its set-up every run: the tokenizer's JSON read, its
-fingerprint (from the on-disk fingerprint cache, as on any run after the first), the
-pre-tokenizer family, the byte-length table, an empty piece cache (the tokenizer itself is
-loaded once, outside both timings). On 30 MB these are noise; on 1 MB they
+Unlike bench_tokenizers, ours pays its set-up every run, as on any run after the first: the
+tokenizer's source key (its files' digests, remembered by path, size and mtime), its
+fingerprint and splitting rule (family, added tokens, byte-length table) read back under that
+key (docs/chunk.md), an empty piece cache (the tokenizer itself is loaded once, outside both
+timings). On 30 MB these are noise; on 1 MB they
 are what a user waits for. Medians of 3 interleaved rounds, --jobs 1, no file cache; every
 chunk then recounted by the tokenizer (0 over budget, 0 wrong counts). Goal (the speed issue):
 >= 0.6x of one tokenizer pass for code and for prose, every family. Needs `make real-models`.
