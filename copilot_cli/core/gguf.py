@@ -17,7 +17,6 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from copilot_cli.core.errors import ModelLoadError
 from copilot_cli.core.fingerprints import model_fingerprint_from_weights, tensor_cache
@@ -173,8 +172,12 @@ def _no_tqdm() -> Iterator[None]:
 
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
-    with mock.patch.object(gguf_utils, "tqdm", lambda items, **_: items):
+    kept = gguf_utils.tqdm
+    gguf_utils.tqdm = lambda items, **_: items
+    try:
         yield
+    finally:
+        gguf_utils.tqdm = kept
 
 
 def _first_line(exc: BaseException) -> str:
