@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from copilot_cli.chunking.families import UNKNOWN, WS, Family, byte_classes
 from copilot_cli.chunking.pretoken import PieceCache
 from copilot_cli.chunking.rules import chunk_rule
@@ -102,7 +104,6 @@ class TokenCounter:
         cache, no offsets tracked). None unless the lengths add up to the `size` bytes."""
         if self._byte_lengths is None or self.pieces is None:
             return None
-        import numpy as np
 
         ids = np.array(self.pieces.encode_any(text), dtype=np.int64)
         if ids.size and (ids.max() >= len(self._byte_lengths)):
@@ -116,7 +117,6 @@ class TokenCounter:
 
     def starts(self, text: str) -> Any:
         """Character offset where each token of `text` starts (numpy int64)."""
-        import numpy as np
 
         if self.backend is None:
             return np.array([s for s, _ in self.offsets(text)], dtype=np.int64)
@@ -140,7 +140,6 @@ class FileText:
     def attach_token_starts(self, counter: TokenCounter) -> None:
         """Tokenize the whole file once; piece costs are then estimated by counting token
         starts inside a byte range (exact recounts happen per chunk, batched)."""
-        import numpy as np
 
         try:
             text = self.data.decode("utf-8")
@@ -167,7 +166,6 @@ class FileText:
         chunk's count cannot be derived from the file pass."""
         if self.anchors is None:
             return None
-        import numpy as np
 
         low, high = np.searchsorted(self.anchors, [start + 1, end])
         if high - low < 2:
@@ -201,7 +199,6 @@ class FileText:
 
 def _anchors(raw: Any, family: Family) -> Any:
     """Byte offsets p (1 <= p < len) where no pre-token piece can hold both raw[p-1], raw[p]."""
-    import numpy as np
 
     global _CLASSES
     if _CLASSES is None:
@@ -268,8 +265,6 @@ class Packer:
     def _costs(self, pieces: list[Piece]) -> list[int]:
         starts = self.file.token_starts
         if starts is not None:  # tokens starting inside each piece, all pieces at once
-            import numpy as np
-
             bounds = np.array([(p.start, p.end) for p in pieces], dtype=np.int64)
             found = np.searchsorted(starts, bounds)
             return (found[:, 1] - found[:, 0]).tolist()
@@ -338,7 +333,6 @@ class Packer:
         """Exact token counts of header + file[start:end] for each span: derived from the
         file's one pass where the tokenizer allows it (only the edges are encoded), else by
         encoding the whole text. Both give the same numbers (tested)."""
-        import numpy as np
 
         texts: list[str] = []
         continued: list[bool] = []  # the tail of a derived chunk goes on from its middle
