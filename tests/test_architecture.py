@@ -196,6 +196,24 @@ def test_every_config_key_is_documented_with_its_default():
     assert sorted(set(rows) - keys) == [], "docs/build.md lists keys the config does not take"
 
 
+MAX_IMPORTS_INSIDE_FUNCTIONS = 111  # goes down, never up (ARCHITECTURE.md says when one is due)
+
+
+def test_imports_inside_functions_do_not_grow():
+    """Distinct import statements inside functions (per module): only what must stay out of
+    a module's own import (a heavy or optional package, or the capability of a CLI command)."""
+    found = set()
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found |= {
+                    (path, ast.unparse(inner))
+                    for inner in ast.walk(node)
+                    if isinstance(inner, (ast.Import, ast.ImportFrom))
+                }
+    assert len(found) <= MAX_IMPORTS_INSIDE_FUNCTIONS, len(found)
+
+
 HEAVY = ("torch", "transformers", "numpy", "jinja2", "jsonschema", "tree_sitter", "safetensors")
 
 
