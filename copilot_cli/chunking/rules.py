@@ -8,6 +8,7 @@ millisecond. Any other tokenizer derives it every time."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -79,6 +80,7 @@ def chunk_rule(tokenizer: Any) -> tuple[Family | None, tuple[str, ...], Any]:
     return family, added, lengths
 
 
+@functools.cache
 def _code_digest() -> str:
     """The code that derives a rule (this module and families.py): a change makes new rules."""
     here = Path(__file__).resolve()
