@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import mmap
@@ -551,11 +552,9 @@ def tokenizer_fingerprint(tokenizer: Any, cache: Any = None) -> str:
     source = tokenizer_source_key(tokenizer) if backend is not None else None
     if backend is None:
         value = _sha256(canonical(tokenizer_description(tokenizer)))
-    elif source is not None:  # loaded from files seen before: no serialisation
-        value = store.fact(f"tokenizer-source:{source}", lambda: _from_backend(tokenizer, store))
-        store.flush()
-    else:
-        value = _from_backend(tokenizer, store)
+    else:  # loaded from files seen before: remembered by them, no serialisation
+        derive = functools.partial(_from_backend, tokenizer, store)
+        value = store.fact(f"tokenizer-source:{source}", derive) if source else derive()
         store.flush()
     with contextlib.suppress(AttributeError):
         tokenizer._copilot_tokenizer_fingerprint = value
