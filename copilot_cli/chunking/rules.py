@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import re
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from copilot_cli.chunking.families import FAMILIES, Family, family_of
-from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.cached_arrays import read_arrays, write_arrays
 from copilot_cli.core.fingerprints import backend_json, cache_dir, tokenizer_source_key
 
 RULES_FOLDER = "chunk-rules"
@@ -91,23 +90,18 @@ def _code_digest() -> str:
 
 
 def _read(path: Path) -> tuple[Family | None, tuple[str, ...], Any] | None:
+    stored = read_arrays(path)
+    if stored is None:
+        return None
     try:
-        with np.load(path, allow_pickle=False) as stored:
-            meta = json.loads(str(stored["meta"]))
-            lengths = stored["lengths"] if meta["family"] is not None else None
+        meta = json.loads(str(stored["meta"]))
         family = FAMILIES[meta["family"]] if meta["family"] is not None else None
-        return family, tuple(meta["added"]), lengths
-    except (OSError, ValueError, KeyError, TypeError):  # absent or damaged: derive again
+        return family, tuple(meta["added"]), stored["lengths"] if family is not None else None
+    except (TypeError, ValueError, KeyError):  # not a rule: derive again
         return None
 
 
 def _write(path: Path, family: Family | None, added: tuple[str, ...], lengths: Any) -> None:
     meta = json.dumps({"family": family and family.name, "added": list(added)})
-    buffer = io.BytesIO()
     empty = np.zeros(0, dtype=np.int64)
-    np.savez(buffer, meta=np.array(meta), lengths=empty if lengths is None else lengths)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(path, buffer.getvalue())
-    except OSError:  # a read-only cache only costs speed
-        pass
+    write_arrays(path, {"meta": np.array(meta), "lengths": empty if lengths is None else lengths})

@@ -3,7 +3,6 @@ options every model-loading command shares, and the shared CLI-only ones."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -63,16 +62,6 @@ TokenizerOpt = Annotated[
         "(default: the shipped model's).",
     ),
 ]
-
-
-def path_option(flag: str, help: str) -> Any:
-    """An optional path option: `Annotated[Path | None, option(flag, help=help)]`."""
-    return Annotated[Path | None, option(flag, help=help)]
-
-
-def count_option(flag: str, help: str) -> Any:
-    """An optional integer option: `Annotated[int | None, option(flag, help=help)]`."""
-    return Annotated[int | None, option(flag, help=help)]
 
 
 RayOpt = Annotated[

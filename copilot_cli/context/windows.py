@@ -9,20 +9,16 @@ session needs nothing but its chunks file: a file's text is rebuilt once per ses
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
 import itertools
 import math
 import re
-import zipfile
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
 from copilot_cli.context.index import STOP, ContextIndex, terms_of, terms_of_name
-from copilot_cli.core.artifacts import write_bytes
+from copilot_cli.core.cached_arrays import read_arrays, write_arrays
 from copilot_cli.core.fingerprints import cache_dir
 from copilot_cli.core.heap import paused_gc
 
@@ -328,25 +324,13 @@ def cached(index: ContextIndex) -> WindowIndex:
     files = layout(index)
     name = f"{index.key}.windows-{WINDOWS_VERSION}-{WINDOW_LINES}-{STRIDE}.npz"
     path = cache_dir() / "context" / name
-    data = None
-    try:
-        raw = path.read_bytes()
-        digest, _, body = raw.partition(b"\n")
-        if digest.decode() == hashlib.sha256(body).hexdigest():
-            with np.load(io.BytesIO(body), allow_pickle=False) as loaded:
-                data = {k: loaded[k] for k in loaded.files}
-            if set(data) != _KEYS or not _sound(files, data):
-                data = None
-    except (OSError, ValueError, UnicodeDecodeError, KeyError, zipfile.BadZipFile):
+    data = read_arrays(path)
+    if data is not None and (set(data) != _KEYS or not _sound(files, data)):
         data = None
     if data is None:
         with paused_gc():
             data = build(files)
-        buffer = io.BytesIO()
-        np.savez(buffer, **data)
-        body = buffer.getvalue()
-        with contextlib.suppress(OSError):  # a read-only cache: built again next time
-            write_bytes(path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+        write_arrays(path, data)
     return assemble(files, data)
 
 
