@@ -27,7 +27,7 @@ from copilot_cli.chunking.options import ChunkOptions, ChunkResult, ChunkSummary
 from copilot_cli.chunking.registry import build_registry
 from copilot_cli.chunking.walk import read_regular, walk_all
 from copilot_cli.chunking.work import batches, cache_bytes, cache_entry, chunk_batch, init_worker
-from copilot_cli.core import progress
+from copilot_cli.core import lazy, progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     atomic_write,
@@ -41,6 +41,8 @@ from copilot_cli.core.locks import output_lock
 from copilot_cli.core.models import context_length, default_model, load_tokenizer
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.outputs import claim_file
+
+transformers = lazy.module("transformers")
 
 CHUNKER_VERSION = "5"  # bump when chunk boundaries change, to invalidate caches
 
@@ -154,10 +156,10 @@ def context_limit(source: str) -> int | None:
     config = Path(source or default_model()) / "config.json"
     if not config.is_file():
         return None
-    from transformers import AutoConfig
-
     try:
-        return context_length(AutoConfig.from_pretrained(config.parent, local_files_only=True))
+        return context_length(
+            transformers.AutoConfig.from_pretrained(config.parent, local_files_only=True)
+        )
     except Exception:  # a tokenizer-only folder or an unknown config: no context check
         return None
 

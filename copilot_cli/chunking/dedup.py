@@ -8,6 +8,10 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from copilot_cli.core import lazy
+
+np = lazy.module("numpy")
+
 _BASE = 1_000_003
 
 
@@ -40,8 +44,6 @@ def rolling_repeats(
     computed for all windows at once; windows whose hashes meet in two or more files are
     confirmed line hash by line hash and merged into maximal runs.
     """
-    import numpy as np
-
     paths = sorted(lines)
     arrays = {path: lines[path] for path in paths}
     windows = _window_keys([lines[path][1] for path in paths], window)
@@ -81,8 +83,6 @@ def rolling_repeats(
 def _window_keys(hashes_per_file: list[list[int]], window: int) -> Any:
     """(polynomial hash, file index, window start) of every window of `window` consecutive
     line hashes in every file, as three numpy arrays; None when no file is that long."""
-    import numpy as np
-
     keys, owners, starts = [], [], []
     powers = [np.uint64(pow(_BASE, window - 1 - k, 1 << 64)) for k in range(window)]
     for file_index, hashes in enumerate(hashes_per_file):

@@ -51,6 +51,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from copilot_cli.core import lazy
+
+np = lazy.module("numpy")
+
 WS, LETTER, DIGIT, PUNCT, SYMBOL, UNKNOWN = range(6)
 _PUNCT = "".join(c for c in string.punctuation if unicodedata.category(c).startswith("P"))
 _P = "[" + re.escape(_PUNCT) + "]"
@@ -162,8 +166,6 @@ DEEPSEEK = Family(
 def _space_anchors(raw: Any) -> Any:
     """A space after a character that is neither a space nor "▁" (which the text may spell
     itself, E2 96 81): no piece holds "x▁"."""
-    import numpy as np
-
     after_meta = np.zeros(len(raw) - 1 if len(raw) else 0, dtype=bool)
     if len(raw) >= 4:  # raw[p-3:p] is "▁" for the pair (p-1, p)
         after_meta[2:] = (raw[:-3] == 0xE2) & (raw[1:-2] == 0x96) & (raw[2:-1] == 0x81)
@@ -207,8 +209,6 @@ def _sentencepiece(spec: dict[str, Any]) -> Family | None:
 def byte_classes() -> Any:
     """Class of every byte: ASCII letters, digits, punctuation, symbols, whitespace; other
     bytes (non-ASCII, control) are UNKNOWN and never anchor."""
-    import numpy as np
-
     classes = np.full(256, UNKNOWN, dtype=np.int8)
     for byte in range(33, 127):
         char = chr(byte)

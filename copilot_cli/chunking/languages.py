@@ -6,7 +6,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.syntax import CONFIG, EXTENSIONS, PROSE, grammar, parser_for  # noqa: F401
+
+tree_sitter = lazy.module("tree_sitter")
 
 # node type -> entity kind
 ENTITIES: dict[str, str] = {
@@ -83,12 +86,10 @@ class Entity:
 
 
 def _known_types(lang: Any, types: tuple[str, ...]) -> list[str]:
-    from tree_sitter import Query
-
     valid = []
     for node_type in types:
         try:
-            Query(lang, f"({node_type}) @n")
+            tree_sitter.Query(lang, f"({node_type}) @n")
             valid.append(node_type)
         except Exception:  # the grammar has no such node type
             continue
@@ -98,8 +99,6 @@ def _known_types(lang: Any, types: tuple[str, ...]) -> list[str]:
 @functools.cache
 def _entity_comment_query(language: str) -> Any | None:
     """One query capturing entities as @e and comments as @c (one walk of the tree)."""
-    from tree_sitter import Query
-
     lang = grammar(language)
     if lang is None:
         return None
@@ -108,18 +107,16 @@ def _entity_comment_query(language: str) -> Any | None:
         valid = _known_types(lang, tuple(sorted(types)))
         if valid:
             parts.append("[" + " ".join(f"({t})" for t in valid) + f"] @{name}")
-    return Query(lang, "\n".join(parts)) if parts else None
+    return tree_sitter.Query(lang, "\n".join(parts)) if parts else None
 
 
 def entities_and_comments(language: str, root: Any) -> tuple[list[Entity], list[tuple[int, int]]]:
     """(named entities in start order, comment byte ranges) of a tree, from one query run
     in C (instead of a Python tree walk)."""
-    from tree_sitter import QueryCursor
-
     query = _entity_comment_query(language)
     if query is None:
         return [], []
-    found = QueryCursor(query).captures(root)
+    found = tree_sitter.QueryCursor(query).captures(root)
     entities = [entity_of(node) for node in found.get("e", [])]
     return (
         sorted((e for e in entities if e is not None), key=lambda e: (e.start, -e.end)),

@@ -11,7 +11,7 @@ from copilot_cli.cli.build import build_command
 from copilot_cli.cli.chunk import chunk_command
 from copilot_cli.cli.common import check_environment, option, set_debug
 from copilot_cli.cli.context import context_command
-from copilot_cli.cli.entry import main as main  # the console script: copilot_cli.cli:main
+from copilot_cli.cli.entry import run
 from copilot_cli.cli.inspect import inspect_command
 from copilot_cli.cli.kv import prefill_kv_command
 from copilot_cli.cli.model_info import model_info
@@ -72,3 +72,8 @@ app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown
     serve_command
 )
 app.command("warm-plan")(warm_plan_command)
+
+
+def main() -> None:
+    """The console script (`copilot_cli.cli:main`)."""
+    run(app)

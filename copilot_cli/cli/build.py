@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from copilot_cli import pipeline
 from copilot_cli.cli.common import JsonOpt, cell, note, print_json, warn
 from copilot_cli.cli.common import stdout_console as console
 from copilot_cli.cli.errors import handle_errors
@@ -23,11 +24,9 @@ def build_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Run compile-templates, prefill-kv, chunk, quantize and regress; skip what did not change."""
-    from copilot_cli.pipeline import run_build
-
     options = BuildOptions(config=config, out=out, force=force, dry_run=dry_run)
     with progress.progress("building"):
-        result = run_build(options)
+        result = pipeline.run_build(options)
     for message in result.warnings:
         warn(message)
     if json_output:

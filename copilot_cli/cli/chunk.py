@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+from copilot_cli import chunking
 from copilot_cli.chunking.options import ChunkOptions
 from copilot_cli.cli.common import JsonOpt, option, print_json, warn
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, RayOpt, from_options
+from copilot_cli.core import lazy
 from copilot_cli.core.inputs import repository_list
+
+view = lazy.module("copilot_cli.cli.views.chunk")
 
 
 @handle_errors
@@ -35,9 +39,6 @@ def chunk_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Split repositories into token-exact, entity-aligned, deduplicated chunks."""
-    from copilot_cli.chunking import chunk_repository
-    from copilot_cli.cli.views.chunk import show
-
     options = ChunkOptions(
         repos=(*(repos or ()), *(repository_list(repos_from) if repos_from else ())),
         out=out,
@@ -54,10 +55,10 @@ def chunk_command(
         allow_download=allow_download,
         ray=ray,
     )
-    result = chunk_repository(options)
+    result = chunking.chunk_repository(options)
     for message in result.warnings:
         warn(message)
     if json_output:
         print_json(result.to_dict())
     else:
-        show(result, max_tokens)
+        view.show(result, max_tokens)

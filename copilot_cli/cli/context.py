@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+from copilot_cli import context
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import TokenizerOpt, from_options
 from copilot_cli.cli.views.context import show_context, write_out
 from copilot_cli.context.options import ContextOptions, OverviewOptions
+from copilot_cli.core import lazy
+
+answer = lazy.module("copilot_cli.context.requests")
 
 
 @handle_errors
@@ -48,10 +52,7 @@ def context_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Choose repository context for a request (file + cursor), packed into a token budget."""
-    from copilot_cli.context import open_session
-    from copilot_cli.context import requests as answer
-
-    session = open_session(chunks, registry, tokenizer_name=tokenizer or None)
+    session = context.open_session(chunks, registry, tokenizer_name=tokenizer or None)
     rendering, text = answer.Rendering.of(bundle, template), None
     if static:
         options = OverviewOptions(chunks, registry, top=top, budget=budget)

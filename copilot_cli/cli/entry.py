@@ -1,5 +1,5 @@
-"""The console-script entry point (`copilot-opt`, `python -m copilot_cli`): the app, and an
-exit code that an interrupt can never turn into a signal death."""
+"""How the console script (`copilot-opt`, `python -m copilot_cli`) runs the app: with an exit
+code that an interrupt can never turn into a signal death."""
 
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from copilot_cli.cli.common import fail
 
 
-def main() -> None:
-    """Console-script entry point. Ctrl-C at any moment (even as the process winds down after
-    the command's output) is exit 130 with one line, never Python's own SIGINT death."""
-
-    from copilot_cli.cli import app
-
+def run(app: Callable[..., Any]) -> None:
+    """Run the app. Ctrl-C at any moment (even as the process winds down after the command's
+    output) is exit 130 with one line, never Python's own SIGINT death."""
     try:
         app(prog_name="copilot-opt")
     except KeyboardInterrupt:

@@ -7,10 +7,14 @@ from typing import Annotated
 
 import typer
 
+from copilot_cli import pipeline
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, model_spec
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import CheckFailed
+
+view = lazy.module("copilot_cli.cli.views.inspect")
 
 
 @handle_errors
@@ -34,16 +38,13 @@ def inspect_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Show what an artifact holds; verify it (exit 1 listing every bad file)."""
-    from copilot_cli.cli.views.inspect import show_inspection, show_problems
-    from copilot_cli.pipeline import inspect_artifact
-
     spec = None if model is None else model_spec(model, device, "auto", allow_download)
-    inspection = inspect_artifact(path, verify=not no_verify, model=spec)
+    inspection = pipeline.inspect_artifact(path, verify=not no_verify, model=spec)
     if json_output:
         print_json(inspection.to_dict())
     else:
-        show_inspection(inspection)
+        view.show_inspection(inspection)
     if not inspection.ok:
-        show_problems(inspection.all_problems)
+        view.show_problems(inspection.all_problems)
         bad = len({p.file for p in inspection.all_problems})
         raise CheckFailed(f"{path}: verification failed, {bad} bad file(s)")

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from copilot_cli import kv
 from copilot_cli.cli.common import JsonOpt, print_json, warn
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import (
@@ -18,7 +19,10 @@ from copilot_cli.cli.params import (
     from_options,
     model_spec,
 )
+from copilot_cli.core import lazy
 from copilot_cli.kv.options import PrefillOptions
+
+view = lazy.module("copilot_cli.cli.views.kv")
 
 
 @handle_errors
@@ -42,9 +46,6 @@ def prefill_kv_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Compute the static prefixes' KV caches once and write them as verified safetensors."""
-    from copilot_cli.cli.views.kv import show_prefill
-    from copilot_cli.kv import prefill_kv
-
     options = PrefillOptions(
         out=out,
         bundle=bundle,
@@ -63,22 +64,20 @@ def prefill_kv_command(
     )
     if engine != "transformers":
         return _slots(options, json_output)
-    result = prefill_kv(options)
+    result = kv.prefill_kv(options)
     for message in result.warnings:
         warn(message)
     if json_output:
         print_json(result.to_dict())
     else:
-        show_prefill(result)
+        view.show_prefill(result)
     result.raise_for_failures()
 
 
 def _slots(options: Any, js: bool) -> None:
     """prefill-kv --engine llama.cpp: slot files and their index (the options refused what
     llama.cpp would ignore)."""
-    from copilot_cli.kv import prefill_llamacpp
-
-    index = prefill_llamacpp(options)
+    index = kv.prefill_llamacpp(options)
     if js:
         print_json(index.to_dict())
         return

@@ -5,7 +5,10 @@ from __future__ import annotations
 from copilot_cli.cli.common import JsonOpt, key_value_table, print_json, stdout_console
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, DTYPE, MODEL, model_spec
-from copilot_cli.core import progress
+from copilot_cli.core import lazy, progress
+
+described = lazy.module("copilot_cli.core.model_info")
+models = lazy.module("copilot_cli.core.models")
 
 
 @handle_errors
@@ -17,12 +20,9 @@ def model_info(
     json_output: JsonOpt = False,
 ) -> None:
     """Load a model and its tokenizer, check them, and print what they are (with fingerprints)."""
-    from copilot_cli.core.model_info import describe_model
-    from copilot_cli.core.models import load_model
-
     spec = model_spec(model, device, dtype, allow_download)
     with progress.progress(f"loading {spec.name_or_path}"):
-        info = describe_model(load_model(spec))
+        info = described.describe_model(models.load_model(spec))
     if json_output:
         print_json(info.to_dict())
         return

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from copilot_cli import prune
 from copilot_cli.cli.common import JsonOpt, note, option, print_json
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, DTYPE, MODEL, from_options, model_spec
@@ -34,8 +35,6 @@ def prune_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Compress a prompt or context file, keeping protected spans and code validity."""
-    from copilot_cli.prune import language_for_path, prune_text
-
     inputs = () if input_path == "-" else (Path(input_path),)
     claim_file(out, "out", label="pruned text", inputs=inputs)
     options = PruneOptions(
@@ -45,10 +44,10 @@ def prune_command(
         threshold=threshold,
         method=method,
         protect=tuple(protect or ()),
-        language=language or (language_for_path(input_path) if input_path != "-" else None),
+        language=language or (prune.language_for_path(input_path) if input_path != "-" else None),
         model=model_spec(model, device, dtype, allow_download),
     )
-    result = prune_text(options)
+    result = prune.prune_text(options)
     if out is not None:
         write_bytes(out, result.text.encode("utf-8"))
         remember_written(out)

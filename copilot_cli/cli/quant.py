@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+from copilot_cli import quant
 from copilot_cli.cli.common import JsonOpt, option, print_json, warn
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, DEVICE, DTYPE, MODEL, from_options, model_spec
+from copilot_cli.core import lazy
 from copilot_cli.quant.options import QuantizeOptions
+
+view = lazy.module("copilot_cli.cli.views.quant")
 
 
 @handle_errors
@@ -32,9 +36,6 @@ def quantize_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Quantize the embedding table to INT8/INT4, keeping the most used rows in FP16."""
-    from copilot_cli.cli.views.quant import show
-    from copilot_cli.quant import quantize_embeddings
-
     options = QuantizeOptions(
         out=out,
         bits=bits,
@@ -49,10 +50,10 @@ def quantize_command(
         gguf=gguf,
         model=model_spec(model, device, dtype, allow_download),
     )
-    result = quantize_embeddings(options)
+    result = quant.quantize_embeddings(options)
     for message in result.warnings:
         warn(message)
     if json_output:
         print_json(result.report.to_dict())
     else:
-        show(result)
+        view.show(result)

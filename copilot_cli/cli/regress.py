@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+from copilot_cli import regress
 from copilot_cli.cli.common import option
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import (
@@ -18,7 +19,11 @@ from copilot_cli.cli.params import (
     from_options,
     model_spec,
 )
+from copilot_cli.core import lazy
 from copilot_cli.regress.options import RegressOptions, ReportPaths, Thresholds
+
+view = lazy.module("copilot_cli.cli.views.regress")
+reports = lazy.module("copilot_cli.regress.reports")
 
 # flags whose value is the option of the same name (the rest are mapped below)
 SAME_NAMED = ("prompts", "gen_tokens", "max_tokens", "baseline", "save_baseline")
@@ -56,13 +61,9 @@ def regress_command(
     ray: RayOpt = None,
 ) -> None:
     """Compare optimized variants with the original model; exit 1 when a threshold fails."""
-    from copilot_cli.cli.views.regress import show
-    from copilot_cli.regress import regress_options, run_regress
-    from copilot_cli.regress.reports import to_json
-
     flags, to_stdout = dict(locals(), allow_lax=allow_lax or None), json == "-"
     json_file = None if to_stdout or not json else Path(json)
-    options = regress_options(
+    options = regress.regress_options(
         config,
         {
             **{name: flags[name] for name in SAME_NAMED},
@@ -76,9 +77,9 @@ def regress_command(
             "original": original,
         },
     )
-    result = run_regress(options)
+    result = regress.run_regress(options)
     if to_stdout:
-        sys.stdout.write(to_json(result))
+        sys.stdout.write(reports.to_json(result))
     else:
-        show(result)
+        view.show(result)
     result.raise_for_failures()

@@ -6,11 +6,15 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+from copilot_cli import prompts
 from copilot_cli.cli.common import JsonOpt, option, print_json
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, TokenizerOpt, from_options
+from copilot_cli.core import lazy
 from copilot_cli.core.inputs import read_json_object
 from copilot_cli.prompts.options import RenderOptions
+
+requests = lazy.module("copilot_cli.context.requests")
 
 
 @handle_errors
@@ -27,12 +31,9 @@ def render_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Render one template of a bundle with the given inputs."""
-    from copilot_cli.context.requests import context_inputs
-    from copilot_cli.prompts import render_template
-
     values = read_json_object(inputs, "inputs file")
     for path in context or []:
-        values.update(context_inputs(path))
+        values.update(requests.context_inputs(path))
     options = RenderOptions(
         bundle=bundle,
         name=name,
@@ -41,7 +42,7 @@ def render_command(
         tokenizer=tokenizer,
         allow_download=allow_download,
     )
-    result = render_template(options)
+    result = prompts.render_template(options)
     if json_output:
         print_json(result.to_dict())
     else:

@@ -10,7 +10,12 @@ import typer
 from copilot_cli.cli.common import option
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import MODEL, from_options
+from copilot_cli.core import lazy
 from copilot_cli.serving.options import EndpointOptions, ServeOptions
+
+server = lazy.module("copilot_cli.serving.server")
+endpoint = lazy.module("copilot_cli.serving.endpoint")
+engines = lazy.module("copilot_cli.serving.engines")
 
 
 @handle_errors
@@ -35,12 +40,8 @@ def serve_command(
 ) -> None:
     """Serve prepared KV: the editors' endpoint (/infill, /v1/completions) with --bundle, else
     vLLM's OpenAI server with the prefix connector (args after -- go to vLLM)."""
-    from copilot_cli.serving.server import check, printable, serve
-
     if bundle is not None:
-        from copilot_cli.serving.endpoint import serve_endpoint
-
-        return serve_endpoint(locals())
+        return endpoint.serve_endpoint(locals())
     options = ServeOptions(
         kv_dir=kv_dir,
         model=model,
@@ -53,13 +54,11 @@ def serve_command(
         engine=engine,
     )
     if engine != "vllm":
-        from copilot_cli.serving.engines import serve_llamacpp
-
-        return serve_llamacpp(kv_dir, model, host, port)
+        return engines.serve_llamacpp(kv_dir, model, host, port)
     if print_command:
-        model_dir, dtype = check(options)
-        typer.echo(printable(options, model_dir, dtype))
+        model_dir, dtype = server.check(options)
+        typer.echo(server.printable(options, model_dir, dtype))
         return
-    code = serve(options)
+    code = server.serve(options)
     if code:
         raise typer.Exit(code)

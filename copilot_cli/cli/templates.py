@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+from copilot_cli import prompts
 from copilot_cli.cli.common import JsonOpt, option, print_json, warn
 from copilot_cli.cli.errors import handle_errors
 from copilot_cli.cli.params import ALLOW_DOWNLOAD, TokenizerOpt, from_options
+from copilot_cli.core import lazy
 from copilot_cli.prompts.options import CompileOptions
+
+view = lazy.module("copilot_cli.cli.views.templates")
 
 
 @handle_errors
@@ -24,9 +28,6 @@ def compile_templates_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Validate and precompile prompt templates into a bundle with static prefixes."""
-    from copilot_cli.cli.views.templates import show
-    from copilot_cli.prompts import compile_templates
-
     options = CompileOptions(
         **({"src": src} if src is not None else {}),
         out=out,
@@ -35,10 +36,10 @@ def compile_templates_command(
         use_tokenizer=not no_tokenizer,
         allow_download=allow_download,
     )
-    result = compile_templates(options)
+    result = prompts.compile_templates(options)
     for message in result.warnings:
         warn(message)
     if json_output:
         print_json(result.to_dict())
     else:
-        show(result)
+        view.show(result)

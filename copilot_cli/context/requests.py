@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from copilot_cli import prompts
 from copilot_cli.context.options import (
     ContextOptions,
     ContextResult,
@@ -130,9 +131,7 @@ class Rendering:
 
     @functools.cached_property
     def loaded(self) -> Any:
-        from copilot_cli.prompts import load_bundle
-
-        return load_bundle(self.bundle)
+        return prompts.load_bundle(self.bundle)
 
     @staticmethod
     def of(bundle: Path | None, template: str | None) -> Rendering | None:
@@ -148,14 +147,12 @@ def with_prompt(
     the cursor as the template's inputs."""
     if rendering is None:
         return result
-    from copilot_cli.prompts import completion_inputs
-
     if options.text is not None:
         before, after = split_at_cursor(options.text, options.cursor)
     else:
         before, after = options.prefix or "", options.suffix
     loaded = rendering.loaded
-    inputs = completion_inputs(
+    inputs = prompts.completion_inputs(
         loaded, rendering.template, path=options.file, before=before, after=after,
         context=result.context,
     )  # fmt: skip
@@ -209,9 +206,7 @@ def run_static(
     result = session.overview(options)
     if rendering is None:
         return result
-    from copilot_cli.prompts import overview_prefix
-
-    prefix = overview_prefix(rendering.loaded, rendering.template, result.text)
+    prefix = prompts.overview_prefix(rendering.loaded, rendering.template, result.text)
     return replace(result, template=rendering.template, prefix=prefix)
 
 

@@ -16,7 +16,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
+
+safetensors_io = lazy.module("copilot_cli.core.safetensors_io")
 
 if TYPE_CHECKING:  # torch only where tensors are written: a no-op build never imports it
     import torch
@@ -171,10 +174,10 @@ def save_safetensors(
     """Atomically and deterministically write a safetensors file with encoded metadata, sealed
     by a digest over its canonical header and every tensor byte (read it with
     `safetensors_io.read_verified` / `read_tensors`)."""
-    from copilot_cli.core.safetensors_io import sealed_metadata, write_safetensors
-
     with atomic_write(path) as handle:
-        write_safetensors(handle, tensors, sealed_metadata(tensors, encode_metadata(metadata)))
+        safetensors_io.write_safetensors(
+            handle, tensors, safetensors_io.sealed_metadata(tensors, encode_metadata(metadata))
+        )
 
 
 def check_scheme(metadata: Mapping[str, Any], *, where: str, fmt: str) -> None:

@@ -33,7 +33,12 @@ from typing import Any, ClassVar
 
 import orjson
 
+from copilot_cli.core import lazy
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME, sha256_file, write_json
+
+torch = lazy.module("torch")
+transformers = lazy.module("transformers")
+safetensors_io = lazy.module("copilot_cli.core.safetensors_io")
 
 __all__ = ["FINGERPRINT_SCHEME", "model_fingerprint", "tokenizer_fingerprint"]
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -271,9 +276,7 @@ def weight_files(folder: Path) -> list[Path]:
 def safetensors_tensor_digests(path: str) -> list[list[Any]]:
     """[name, dtype, shape, sha256 of the bytes] of every tensor in a safetensors file, read
     through a memory map (no copy, no torch)."""
-    from copilot_cli.core.safetensors_io import read_header
-
-    header, _ = read_header(Path(path))
+    header, _ = safetensors_io.read_header(Path(path))
     digests = []
     with open(path, "rb") as handle, contextlib.ExitStack() as stack:
         size = os.fstat(handle.fileno()).st_size
@@ -293,12 +296,11 @@ def safetensors_tensor_digests(path: str) -> list[list[Any]]:
 
 def _torch_file_digests(path: str) -> list[list[Any]]:
     """The same facts for a pickled state dict (.bin/.pt), read with torch (weights only)."""
-    import torch
-
-    from copilot_cli.core.safetensors_io import DTYPE_NAMES, tensor_bytes
-
     state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return [_tensor_digest(name, t, DTYPE_NAMES, tensor_bytes) for name, t in sorted(state.items())]
+    return [
+        _tensor_digest(name, t, safetensors_io.DTYPE_NAMES, safetensors_io.tensor_bytes)
+        for name, t in sorted(state.items())
+    ]
 
 
 def _tensor_digest(name: str, tensor: Any, names: dict, to_bytes: Callable) -> list[Any]:
@@ -333,9 +335,7 @@ def model_fingerprint_from_folder(
 ) -> str:
     """Fingerprint a model saved in `folder`: its architecture and its tensors' contents."""
     if config is None:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
     return _model_digest(architecture_config(config), tensor_digests(Path(folder), cache))
 
 
@@ -344,15 +344,15 @@ def model_fingerprint_from_weights(model: Any, *, saved_only: bool = False) -> s
     agree whenever its state dict holds each tensor once. With `saved_only`, the tied copies
     `save_pretrained` leaves out (a tied output layer) are left out here too, so a model and the
     folder it is saved to always agree."""
-    from copilot_cli.core.safetensors_io import DTYPE_NAMES, tensor_bytes
-
     config = getattr(model, "config", None)
     state = model.state_dict()
     if saved_only:
         for name in _tied_names(model, state):
             state.pop(name, None)
     tensors = [
-        _tensor_digest(name, tensor.detach(), DTYPE_NAMES, tensor_bytes)
+        _tensor_digest(
+            name, tensor.detach(), safetensors_io.DTYPE_NAMES, safetensors_io.tensor_bytes
+        )
         for name, tensor in sorted(state.items())
     ]
     return _model_digest(architecture_config(config) if config is not None else {}, tensors)

@@ -18,8 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import ModelLoadError
 from copilot_cli.core.fingerprints import model_fingerprint_from_weights, tensor_cache
+
+gguf = lazy.module("gguf")
+transformers = lazy.module("transformers")
+tokenizers = lazy.module("tokenizers")
+gguf_utils = lazy.module("transformers.modeling_gguf_pytorch_utils")
 
 SUFFIX = ".gguf"
 MAGIC = b"GGUF"
@@ -61,9 +67,7 @@ def check_gguf(path: Path, *, tensors: bool = True) -> None:
     if tensors and count == 0:
         raise ModelLoadError("holds no tensors (a vocab-only GGUF file?)", where=str(path))
     try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(str(path))
+        reader = gguf.GGUFReader(str(path))
         end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     except Exception as exc:  # the reader raises many types on a damaged file
         raise ModelLoadError(f"damaged GGUF file ({_first_line(exc)})", where=str(path)) from None
@@ -73,12 +77,12 @@ def check_gguf(path: Path, *, tensors: bool = True) -> None:
 
 def load_gguf_model(path: Path, dtype: Any) -> Any:
     """The causal LM in a GGUF file, dequantized (float32), then cast to `dtype` if given."""
-    from transformers import AutoModelForCausalLM
-
     check_gguf(path)
     try:
         with _no_tqdm():  # transformers draws its own bar while it dequantizes
-            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name
+            )
     except Exception as exc:
         raise ModelLoadError(
             f"cannot load the model ({_first_line(exc)})", where=str(path)
@@ -91,11 +95,9 @@ def load_gguf_model(path: Path, dtype: Any) -> Any:
 
 def load_gguf_tokenizer(path: Path) -> Any:
     """The tokenizer a GGUF file holds, as transformers rebuilds it."""
-    from transformers import AutoTokenizer
-
     check_gguf(path, tensors=False)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except Exception as exc:
         raise ModelLoadError(
             f"cannot load its tokenizer ({_first_line(exc)})", where=str(path)
@@ -115,26 +117,26 @@ _DEEPSEEK_CODER = (r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[一-龥ࠀ-一가-�
 
 def as_llama_cpp(tokenizer: Any, vocab_model: str | None, pre: str | None) -> None:
     """Make a tokenizer transformers rebuilt from GGUF split text as llama.cpp does."""
-    from tokenizers import Regex, normalizers, pre_tokenizers
-
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return
 
     def split(pattern: str) -> Any:
-        return pre_tokenizers.Split(Regex(pattern), "isolated")
+        return tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), "isolated")
 
     if pre in _DIGITS_FIRST:
-        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-        backend.pre_tokenizer = pre_tokenizers.Sequence([split(r"\p{N}"), byte_level])
+        byte_level = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.Sequence([split(r"\p{N}"), byte_level])
     elif pre == "deepseek-coder":
-        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-        backend.pre_tokenizer = pre_tokenizers.Sequence([*map(split, _DEEPSEEK_CODER), byte_level])
+        byte_level = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(
+            [*map(split, _DEEPSEEK_CODER), byte_level]
+        )
     elif pre in ("llama-bpe", "llama3"):
         backend.model.ignore_merges = True  # a piece that is a whole vocabulary entry stays one
     elif vocab_model == "llama":  # SentencePiece: a space before the text, spaces as ▁
-        backend.normalizer = normalizers.Sequence(
-            [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]
+        backend.normalizer = tokenizers.normalizers.Sequence(
+            [tokenizers.normalizers.Prepend("▁"), tokenizers.normalizers.Replace(" ", "▁")]
         )
         backend.pre_tokenizer = None
     with contextlib.suppress(AttributeError):
@@ -143,9 +145,7 @@ def as_llama_cpp(tokenizer: Any, vocab_model: str | None, pre: str | None) -> No
 
 def _metadata(path: Path, key: str) -> str | None:
     """A string field of a GGUF file's metadata (None when absent)."""
-    from gguf import GGUFReader
-
-    field = GGUFReader(str(path)).fields.get(key)
+    field = gguf.GGUFReader(str(path)).fields.get(key)
     if field is None or not field.data:
         return None
     try:
@@ -169,9 +169,6 @@ def gguf_fingerprint(path: Path, model: Any) -> str:
 def _no_tqdm() -> Iterator[None]:
     """transformers' dequantization loop draws a tqdm bar on stderr (our CLI owns stderr;
     tqdm reads TQDM_DISABLE only when it is imported): the loop gets a plain iterator."""
-
-    import transformers.modeling_gguf_pytorch_utils as gguf_utils
-
     kept = gguf_utils.tqdm
     gguf_utils.tqdm = lambda items, **_: items
     try:
@@ -187,7 +184,5 @@ def _first_line(exc: BaseException) -> str:
 
 def copilot_keys(path: Path) -> dict[str, Any]:
     """The `copilot-opt.*` metadata keys a GGUF holds (a quantize --export's provenance)."""
-    from gguf import GGUFReader
-
-    reader = GGUFReader(str(path))
+    reader = gguf.GGUFReader(str(path))
     return {k: f.contents() for k, f in reader.fields.items() if k.startswith("copilot-opt.")}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 
@@ -28,3 +29,32 @@ def exports(package: str, table: dict[str, str]) -> tuple[Callable[[str], Any], 
         return sorted({*vars(sys.modules[package]), *table})
 
     return __getattr__, __dir__
+
+
+class _Deferred(ModuleType):
+    """Stands for a module until an attribute is first read; then the module is imported
+    and each name read is kept here, so later reads cost what any module attribute costs."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":  # inspect.unwrap (doctest's finder) must not import
+            raise AttributeError(name)
+        value = getattr(importlib.import_module(self.__name__), name)
+        self.__dict__[name] = value
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A write (a patch for the duration of a call) reaches the module itself."""
+        setattr(importlib.import_module(self.__name__), name, value)
+        self.__dict__[name] = value
+
+    def __repr__(self) -> str:
+        return f"<deferred module {self.__name__!r}>"
+
+
+def module(name: str) -> ModuleType:
+    """`torch = module("torch")` at a module's top: the dependency is named where a reader
+    looks for it, and imported on first use (what PEP 810's `lazy import` does natively), so
+    a module whose light paths never touch a heavy or optional package imports without it.
+    A package that is not installed fails at first use, as an import there would."""
+    loaded = sys.modules.get(name)
+    return loaded if loaded is not None else _Deferred(name)

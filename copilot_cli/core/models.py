@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import ArtifactError, ModelLoadError
 from copilot_cli.core.fingerprints import (
     LOADED_FROM,
@@ -18,6 +19,13 @@ from copilot_cli.core.fingerprints import (
 from copilot_cli.core.gguf import gguf_file, load_gguf_model, load_gguf_tokenizer
 from copilot_cli.core.modelspec import ModelSpec, check_device, default_model
 from copilot_cli.paths import SHIPPED_MODEL
+
+torch = lazy.module("torch")
+huggingface_hub = lazy.module("huggingface_hub")
+modeling_auto = lazy.module("transformers.models.auto.modeling_auto")
+transformers = lazy.module("transformers")
+hf_logging = lazy.module("transformers.utils.logging")
+safetensors_io = lazy.module("copilot_cli.core.safetensors_io")
 
 __all__ = [
     "SHIPPED_MODEL",
@@ -32,8 +40,6 @@ __all__ = [
 
 
 def _dtypes() -> dict[str, Any]:
-    import torch
-
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -81,9 +87,7 @@ def resolve_folder(name: str, *, allow_download: bool, what: str = "model") -> P
             raise ModelLoadError(f"expected a {what} folder, found a file", where=name)
         return path
     try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(name, local_files_only=not allow_download))
+        return Path(huggingface_hub.snapshot_download(name, local_files_only=not allow_download))
     except Exception as exc:  # the hub client raises many types; all mean "not available"
         hint = "" if allow_download else " (offline by default; --allow-download fetches it)"
         raise ModelLoadError(
@@ -101,15 +105,13 @@ def _check_model_folder(folder: Path) -> dict[str, Any]:
         raise ModelLoadError(f"config.json is not valid JSON ({exc})", where=str(folder)) from None
     if not isinstance(config, dict):
         raise ModelLoadError("config.json must be a JSON object", where=str(folder))
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
     model_type = config.get("model_type")
-    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    if model_type not in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise ModelLoadError(
             f"model_type {model_type!r} is not a causal language model", where=str(folder)
         )
     architectures = config.get("architectures") or []
-    causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    causal_names = set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
     if architectures and not any(
         name in causal_names or name.endswith(("ForCausalLM", "LMHeadModel"))
         for name in architectures
@@ -121,12 +123,10 @@ def _check_model_folder(folder: Path) -> dict[str, Any]:
     weights = weight_files(folder)
     if not weights:
         raise ModelLoadError("no weight files (*.safetensors, *.bin)", where=str(folder))
-    from copilot_cli.core.safetensors_io import read_header  # its module imports torch
-
     for path in weights:
         if path.suffix == ".safetensors":
             try:
-                read_header(path)
+                safetensors_io.read_header(path)
             except ArtifactError as exc:
                 raise ModelLoadError(exc.message, where=str(path)) from exc
     return config
@@ -134,8 +134,6 @@ def _check_model_folder(folder: Path) -> dict[str, Any]:
 
 def load_tokenizer(name_or_path: str, *, allow_download: bool = False) -> Any:
     """Load a tokenizer from a folder, a GGUF file or a hub id, offline unless allowed."""
-    from transformers import AutoTokenizer
-
     gguf = gguf_file(name_or_path)
     if gguf is not None:
         tokenizer = load_gguf_tokenizer(gguf)
@@ -143,7 +141,7 @@ def load_tokenizer(name_or_path: str, *, allow_download: bool = False) -> Any:
         return tokenizer
     folder = resolve_folder(name_or_path, allow_download=allow_download, what="tokenizer")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except Exception as exc:
         raise ModelLoadError(f"cannot load a tokenizer ({exc})", where=str(folder)) from exc
     setattr(tokenizer, LOADED_FROM, str(folder))  # facts about it are remembered by its files
@@ -157,8 +155,6 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     Raises:
         ModelLoadError: missing folder, no model in it, a non-causal model, damaged weights.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     quiet_transformers()
     gguf = gguf_file(spec.name_or_path)
     if gguf is not None:
@@ -167,10 +163,10 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     _check_model_folder(folder)
     device = check_device(spec.device)
     try:
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
         kwargs: dict[str, Any] = {"local_files_only": True}
         kwargs["dtype"] = _dtypes()[spec.dtype] if spec.dtype != "auto" else "auto"
-        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     except Exception as exc:
         raise ModelLoadError(
             f"cannot load the model ({_first_line(exc)})", where=str(folder)
@@ -226,8 +222,6 @@ def truncate(cache: Any, length: int) -> None:
 
 def quiet_transformers() -> None:
     """transformers prints its own progress bars and advice; our CLI owns stderr."""
-    from transformers.utils import logging as hf_logging
-
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 

@@ -6,8 +6,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.options import OptionError, setting
 from copilot_cli.paths import SHIPPED_MODEL
+
+torch = lazy.module("torch")
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 DEFAULT_DEVICE = "cpu"  # the one place: ModelSpec, every --device flag, copilot-opt.yaml
@@ -53,8 +56,6 @@ class ModelSpec:
 
 def check_device(device: str) -> Any:
     """Parse a device string, refusing one this machine does not have (imports torch)."""
-    import torch
-
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError) as exc:

@@ -15,7 +15,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import InputError
+
+re2 = lazy.module("re2")
+regex = lazy.module("regex")
 
 # Seconds one search may take in the backtracking engine; linear-time RE2 needs no deadline.
 DEADLINE_SECONDS = 1.0
@@ -87,9 +91,6 @@ def bounded(pattern: str, where: str) -> BoundedRegex:
         raise InputError(
             f"pattern is {len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})", where=where
         )
-    import re2
-    import regex
-
     try:
         backtracking = regex.compile(pattern)
     except (regex.error, OverflowError, RecursionError) as exc:

@@ -8,6 +8,10 @@ import importlib
 import warnings
 from typing import Any
 
+from copilot_cli.core import lazy
+
+tree_sitter = lazy.module("tree_sitter")
+
 EXTENSIONS = {
     ".py": "python",
     ".pyi": "python",
@@ -56,10 +60,8 @@ def grammar(language: str) -> Any | None:
     if spec is None:
         return None
     try:
-        from tree_sitter import Language
-
         module = importlib.import_module(spec[0])
-        return Language(getattr(module, spec[1])())
+        return tree_sitter.Language(getattr(module, spec[1])())
     except (ImportError, AttributeError, ValueError):
         return None
 
@@ -70,9 +72,7 @@ def parser_for(language: str) -> Any | None:
     lang = grammar(language)
     if lang is None:
         return None
-    from tree_sitter import Parser
-
-    return Parser(lang)
+    return tree_sitter.Parser(lang)
 
 
 def parse_clean(text: str | bytes, language: str) -> Any | None:

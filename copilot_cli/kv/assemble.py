@@ -33,10 +33,13 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import InputError
 from copilot_cli.kv.loader import KVCacheDir, PrefixStore, build_cache, check_model, read_chain
 from copilot_cli.kv.prefill import extend
 from copilot_cli.kv.rope import Rotary, rerotate, rotary_of
+
+transformers = lazy.module("transformers")
 
 DEFAULT_RECOMPUTE = 0.15
 _CHUNK_SIZE = 512
@@ -200,9 +203,7 @@ def _lay_out_in_order(
 
 
 def _empty(model: Any) -> Any:
-    from transformers import DynamicCache
-
-    return DynamicCache()
+    return transformers.DynamicCache()
 
 
 def _place(
@@ -221,9 +222,7 @@ def _cache_of(
     model: Any, keys: list[list[torch.Tensor]], values: list[list[torch.Tensor]], build: Any
 ) -> Any:
     if not keys or not keys[0]:
-        from transformers import DynamicCache
-
-        return DynamicCache()
+        return transformers.DynamicCache()
     joined_k = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in keys]
     joined_v = [torch.cat(parts, dim=1) if len(parts) > 1 else parts[0] for parts in values]
     return build(model, joined_k, joined_v)

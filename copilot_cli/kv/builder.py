@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from copilot_cli import __version__
-from copilot_cli.core import progress
+from copilot_cli.core import lazy, progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     canonical_json,
@@ -45,6 +45,8 @@ from copilot_cli.kv.radix import RadixTree, Segment
 from copilot_cli.kv.units import compute
 from copilot_cli.kv.verify import VerifyReport, verify_prefixes
 from copilot_cli.prompts import load_bundle
+
+transformers = lazy.module("transformers")
 
 
 @dataclass
@@ -412,8 +414,6 @@ def _write_index(
 ) -> None:
     """index.json last (readers see the new segments only once it names them), then the
     segments no prefix uses any more are removed."""
-    import transformers
-
     index = {
         "format": INDEX_FORMAT,
         "format_version": FORMAT_VERSION,

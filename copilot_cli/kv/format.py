@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from copilot_cli import __version__
-from copilot_cli.core import verified
+from copilot_cli.core import lazy, verified
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
     check_header,
@@ -36,6 +36,8 @@ from copilot_cli.core.artifacts import (
 )
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.safetensors_io import DIGEST_KEY, read_verified, tensor_view
+
+transformers = lazy.module("transformers")
 
 SEGMENT_FORMAT = "copilot-opt.kv-segment"
 INDEX_FORMAT = "copilot-opt.kv-cache"
@@ -118,8 +120,6 @@ def write_segment(
     hashes: list[str],
 ) -> None:
     """Atomically write one segment file."""
-    import transformers
-
     tensors: dict[str, torch.Tensor] = {"token_ids": torch.tensor(token_ids, dtype=torch.int64)}
     for index, (k, v) in enumerate(zip(keys, values, strict=True)):
         tensors[f"layers.{index}.keys"] = k.contiguous()

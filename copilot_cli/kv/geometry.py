@@ -6,9 +6,12 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.models import cache_kwargs, context_length
 from copilot_cli.kv.format import ModelGeometry
+
+transformers = lazy.module("transformers")
 
 
 def rope_settings(config: Any) -> dict[str, Any]:
@@ -45,9 +48,7 @@ def model_geometry(model: Any) -> ModelGeometry:
     cached = getattr(model, "_copilot_kv_geometry", None)
     if cached is not None:
         return cached
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
+    cache = transformers.DynamicCache()
     device = next(model.parameters()).device
     with torch.no_grad():
         model(

@@ -17,6 +17,7 @@ from typing import Any
 
 import llama_cpp
 
+from copilot_cli import prompts
 from copilot_cli.core.artifacts import canonical_json, sealed, sha256_file, write_bytes
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.outputs import claim_folder, replaced_folder
@@ -120,11 +121,9 @@ def _save(llm: Any, path: Path, tokens: list[int]) -> None:
 def bundle_prefixes(bundle: Path | None, texts: tuple[Path, ...]) -> dict[str, str]:
     """The static prefix of every template of `bundle`, and each text file, by name (as
     prefill-kv names them: `template:NAME`, `text:FILE`)."""
-    from copilot_cli.prompts import load_bundle
-
     prefixes: dict[str, str] = {}
     if bundle is not None:
-        loaded = load_bundle(bundle)
+        loaded = prompts.load_bundle(bundle)
         prefixes.update({name: loaded.static_prefix(name) for name in loaded.templates()})
     for text in texts:
         prefixes[text.name] = text.read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from copilot_cli.core import verified
+from copilot_cli.core import lazy, verified
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch, InputError
 from copilot_cli.core.fingerprints import model_fingerprint, tokenizer_fingerprint
 from copilot_cli.core.models import DTYPES
@@ -26,6 +26,9 @@ from copilot_cli.kv.format import (
 from copilot_cli.kv.geometry import model_geometry
 from copilot_cli.kv.options import DEFAULT_MAX_BYTES
 from copilot_cli.kv.store import SegmentStore
+
+transformers = lazy.module("transformers")
+cache_utils = lazy.module("transformers.cache_utils")
 
 
 @dataclass(frozen=True)
@@ -151,23 +154,20 @@ def build_cache(model: Any, keys: list[torch.Tensor], values: list[torch.Tensor]
     Plain layers take the tensors as they are (no copy; DynamicCache appends by torch.cat, so
     the given tensors are never written); sliding-window layers go through `update`.
     """
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
     device = next(model.parameters()).device
     # Only sliding-window models need the config-aware layer types (and they are slower to set up).
     cache = (
-        DynamicCache(config=model.config)
+        transformers.DynamicCache(config=model.config)
         if model_geometry(model).sliding_window
-        else DynamicCache()
+        else transformers.DynamicCache()
     )
     if not cache.layers:
-        cache.layers.extend(DynamicLayer() for _ in keys)
+        cache.layers.extend(cache_utils.DynamicLayer() for _ in keys)
     for index, (k, v) in enumerate(zip(keys, values, strict=True)):
         k = k.unsqueeze(0).to(device)
         v = v.unsqueeze(0).to(device)
         layer = cache.layers[index] if index < len(cache.layers) else None
-        if layer is not None and type(layer) is DynamicLayer:
+        if layer is not None and type(layer) is cache_utils.DynamicLayer:
             layer.lazy_initialization(k, v)
             layer.keys, layer.values = k, v
         else:

@@ -10,7 +10,10 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.models import cache_kwargs, truncate
+
+transformers = lazy.module("transformers")
 
 __all__ = ["WorkItem", "cache_length", "compute_segments", "extend", "truncate"]
 
@@ -66,9 +69,7 @@ def compute_segments(
     truncated to the next item's start, so each segment continues exactly its parent's cache:
     the same numbers whether the parent was computed here, read from a file or shipped in.
     """
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
+    cache = transformers.DynamicCache()
     if initial is not None:
         _append(cache, *initial)
     for item in items:

@@ -8,9 +8,12 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.models import LoadedModel, cache_kwargs
 from copilot_cli.core.tokens import continuation_ids
 from copilot_cli.kv.loader import KVCacheDir, load_prefix
+
+transformers = lazy.module("transformers")
 
 PROBE_TEXT = "\ndef main(argv):\n    for name in sorted(argv):\n        print(name.upper())\n"
 # Max |Δlogit| allowed between cached and recomputed logits. float32 is a fixed bound;
@@ -90,10 +93,8 @@ class _Recompute:
     crops it to their common start and computes only what follows."""
 
     def __init__(self, model: Any, device: Any) -> None:
-        from transformers import DynamicCache
-
         self.model, self.device = model, device
-        self.cache = DynamicCache(config=model.config)
+        self.cache = transformers.DynamicCache(config=model.config)
         self.ids: list[int] = []
         self.computed = 0  # tokens run through the model for prefixes (each distinct one once)
 

@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from copilot_cli import __version__
+from copilot_cli import __version__, kv, quant, regress
 from copilot_cli.chunking import chunk_repository, walk_all
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
 from copilot_cli.core.fingerprints import model_fingerprint_from_folder, tokenizer_fingerprint
@@ -158,17 +158,15 @@ class PrefillStep(Step):
         return {**ctx.base_inputs(self.options), "bundle": bundle}
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.kv import prefill_kv, prefill_llamacpp
-
         options = replace(self.options, bundle=self.bundle)
         if options.engine == "llama.cpp":  # llama.cpp's own slot files, for its server
-            index = prefill_llamacpp(options)
+            index = kv.prefill_llamacpp(options)
             tokens = sum(len(p.token_ids) for p in index.prefixes)
             sizes = sum(p.bytes for p in index.prefixes)
             return StepOutcome(
                 {"prefixes": len(index.prefixes), "prefix_tokens": tokens, "bytes": sizes}
             )
-        result = prefill_kv(options, ctx.loaded())
+        result = kv.prefill_kv(options, ctx.loaded())
         summary = {
             "prefixes": len(result.prefixes),
             "prefix_tokens": result.sum_prefix_tokens,
@@ -245,13 +243,11 @@ class ContextStep(Step):
         summary["prefixes"] = sorted(p.stem for p in written)
         if self.prefill is None or not written:
             return StepOutcome(summary)
-        from copilot_cli.kv import prefill_kv
-
         options = replace(self.prefill, out=self.folder / "kv", texts=tuple(written))
-        kv = prefill_kv(options, ctx.loaded())
-        summary["prefix_tokens"] = kv.sum_prefix_tokens
-        failures = [f"prefill-kv --verify failed for {', '.join(kv.failures)}"]
-        return StepOutcome(summary, failures if kv.failures else [])
+        stored = kv.prefill_kv(options, ctx.loaded())
+        summary["prefix_tokens"] = stored.sum_prefix_tokens
+        failures = [f"prefill-kv --verify failed for {', '.join(stored.failures)}"]
+        return StepOutcome(summary, failures if stored.failures else [])
 
 
 class QuantizeStep(Step):
@@ -271,9 +267,7 @@ class QuantizeStep(Step):
         }
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.quant import quantize_embeddings
-
-        report = quantize_embeddings(self.options, ctx.loaded()).report
+        report = quant.quantize_embeddings(self.options, ctx.loaded()).report
         return StepOutcome(
             {
                 "scheme": report.scheme,
@@ -307,9 +301,7 @@ class RegressStep(Step):
         }
 
     def run(self, ctx: Context) -> StepOutcome:
-        from copilot_cli.regress import run_regress
-
-        result = run_regress(self.options, ctx.loaded())
+        result = regress.run_regress(self.options, ctx.loaded())
         summary = {
             "passed": result.passed,
             "variants": {

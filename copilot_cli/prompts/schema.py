@@ -18,7 +18,10 @@ import jsonschema
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
+from copilot_cli.core import lazy
 from copilot_cli.core.regexes import bounded
+
+fastjsonschema = lazy.module("fastjsonschema")
 
 REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 # keywords whose value maps names to subschemas (the names are data, not keywords)
@@ -152,8 +155,6 @@ def fast_validator(schema: dict[str, Any]) -> Any:
     use jsonschema alone. (fastjsonschema escapes every schema string it puts into the code it
     generates, so a schema edited into a bundle changes what is accepted, never what runs.)
     """
-    import fastjsonschema
-
     check_schema(schema)
     try:
         if any("pattern" in n or "patternProperties" in n for n in _schema_nodes(schema)):

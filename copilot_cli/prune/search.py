@@ -22,10 +22,13 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.models import LoadedModel, cache_kwargs, context_length, truncate
 from copilot_cli.core.tokens import count_tokens, leading_special_ids, prompt_ids
 from copilot_cli.prune.code import Frame
 from copilot_cli.prune.removal import Attempt, Removed, spans
+
+transformers = lazy.module("transformers")
 
 PATTERNS = 8  # phases k/8 of the golden-ratio sequence
 SEGMENTS = 8  # parts of the text whose pattern is chosen one by one
@@ -57,9 +60,7 @@ class Probe:
 
     @torch.no_grad()
     def _greedy(self, ids: list[int], tokens: int) -> list[int]:
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=self.model.config)
+        cache = transformers.DynamicCache(config=self.model.config)
         step = torch.tensor([ids], device=self.device)
         out: list[int] = []
         for _ in range(tokens):
@@ -102,9 +103,7 @@ class _Prefix:
                 shared += 1
             truncate(self.cache, shared)
         else:
-            from transformers import DynamicCache
-
-            self.cache = DynamicCache(config=self.model.config)
+            self.cache = transformers.DynamicCache(config=self.model.config)
         x = torch.tensor([ids[shared:]], device=self.device)
         out = self.model(
             input_ids=x, use_cache=True, logits_to_keep=keep, **cache_kwargs(self.model, self.cache)

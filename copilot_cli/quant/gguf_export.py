@@ -30,8 +30,11 @@ import numpy as np
 import torch
 
 from copilot_cli import __version__
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import ArtifactError, InputError
 from copilot_cli.quant.scheme import QuantizedTable
+
+gguf = lazy.module("gguf")
 
 FORMAT = "copilot-opt.gguf-embeddings"
 FORMAT_VERSION = 1
@@ -148,11 +151,9 @@ def open_source(path: Path, rows: int, cols: int) -> SourceGGUF:
             per-layer table, another shape), a vocabulary that does not match our table, or a
             file already exported by copilot-opt.
     """
-    from gguf import GGUFReader
-
     where = str(path)
     try:
-        reader = GGUFReader(str(path))
+        reader = gguf.GGUFReader(str(path))
     except Exception as exc:  # the reader raises many types on a damaged file
         raise InputError(f"not a readable GGUF file ({exc})", where=where) from None
     names = [t.name for t in reader.tensors]
@@ -295,9 +296,7 @@ def inspect_export(path: Path, verify: bool) -> tuple[dict[str, Any], list[str]]
     Raises:
         InputError: a GGUF copilot-opt did not write (no copilot-opt.* keys).
     """
-    from gguf import GGUFReader
-
-    reader = GGUFReader(str(path))
+    reader = gguf.GGUFReader(str(path))
     keys = {k: f.contents() for k, f in reader.fields.items() if k.startswith(KEY)}
     if keys.get(f"{KEY}format") != FORMAT:
         raise InputError("a GGUF file quantize --export did not write", where=str(path))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from copilot_cli import kv
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.prompt_sets import PromptCase
 from copilot_cli.core.tokens import continuation_ids, prompt_ids
@@ -91,10 +92,7 @@ def cases_hash(cases: list[Case]) -> str:
 def _stored_prefixes(folder: str) -> dict[str, tuple[int, ...]]:
     """name -> token ids of every prefix a KV folder (prefill-kv) or a llama.cpp slot folder
     (prefill-kv --engine llama.cpp) holds."""
-
-    from copilot_cli.kv import SLOTS_INDEX, KVCacheDir, read_slot_index
-
-    if (Path(folder) / SLOTS_INDEX).is_file():
-        return {p.name: p.token_ids for p in read_slot_index(Path(folder)).prefixes}
-    kv = KVCacheDir(folder)
-    return {name: kv.prefix(name).token_ids for name in kv.names()}
+    if (Path(folder) / kv.SLOTS_INDEX).is_file():
+        return {p.name: p.token_ids for p in kv.read_slot_index(Path(folder)).prefixes}
+    stored = kv.KVCacheDir(folder)
+    return {name: stored.prefix(name).token_ids for name in stored.names()}

@@ -17,7 +17,10 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.models import cache_kwargs
+
+transformers = lazy.module("transformers")
 
 # generation-config fields that add logits processors to greedy decoding, with the values
 # that leave logits alone
@@ -78,10 +81,8 @@ def greedy(
 ) -> list[int]:
     """`n` greedy tokens after `ids` (shape [1, T]); `cache` holds the first tokens' keys and
     values (it is extended in place) or is None."""
-    from transformers import DynamicCache
-
     if cache is None:
-        cache = DynamicCache(config=model.config)
+        cache = transformers.DynamicCache(config=model.config)
     kwargs = cache_kwargs(model, cache)
     step = ids[:, cache.get_seq_length() :]
     out: list[int] = []

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.metrics import PositionMetrics, compare_logits, compare_topk
 from copilot_cli.core.models import LoadedModel, cache_kwargs
 from copilot_cli.core.tokens import prompt_ids
@@ -19,6 +20,8 @@ from copilot_cli.regress.decode import eos_ids, greedy, plain_greedy
 from copilot_cli.regress.forward import forward_rows, row_cache
 from copilot_cli.regress.options import RegressOptions
 from copilot_cli.regress.variants import VariantSpec, applied, degrade_cache, prune_options
+
+transformers = lazy.module("transformers")
 
 
 class Runner:
@@ -126,12 +129,10 @@ class Runner:
         return logits, self._greedy(case.ids, cache)
 
     def _cache_for(self, spec: VariantSpec, case: Case, upto: int) -> Any:
-        from transformers import DynamicCache
-
         kv = spec.kind("kv")
         if kv is not None:
             return load_prefix(kv.arg, self.model, case.prefix)
-        cache = DynamicCache()
+        cache = transformers.DynamicCache()
         self.model(self._tensor(case.ids[:upto]), **cache_kwargs(self.model, cache))
         degrade_cache(cache, spec.kind("kv-dtype").arg)
         return cache

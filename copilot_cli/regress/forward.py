@@ -21,7 +21,10 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.models import cache_kwargs
+
+transformers = lazy.module("transformers")
 
 # logits held at once by one batch (elements): 2^27 is 256 MiB in bfloat16, 512 MiB in float32
 LOGIT_BUDGET = 1 << 27
@@ -59,8 +62,6 @@ def forward_rows(
     model: Any, seqs: Sequence[Sequence[int]], starts: Sequence[int], *, keep_cache: bool
 ) -> Rows:
     """Logits of rows `seqs` at positions [starts[b], len(seqs[b]) - 1), one padded forward."""
-    from transformers import DynamicCache
-
     device = next(model.parameters()).device
     width = max(len(s) for s in seqs)
     ids = torch.zeros((len(seqs), width), dtype=torch.long, device=device)
@@ -69,7 +70,7 @@ def forward_rows(
         ids[row, : len(seq)] = torch.tensor(list(seq), dtype=torch.long)
         mask[row, : len(seq)] = 1
     keep = width - min(starts)
-    cache = DynamicCache(config=model.config) if keep_cache else None
+    cache = transformers.DynamicCache(config=model.config) if keep_cache else None
     kwargs: dict[str, Any] = {"attention_mask": mask} if len(seqs) > 1 else {}
     if cache is not None:
         kwargs.update(cache_kwargs(model, cache))
@@ -88,10 +89,8 @@ def forward_rows(
 
 def row_cache(model: Any, rows: Rows, row: int) -> Any:
     """Row `row`'s cache, all its tokens but the last: `greedy` computes that one and goes on."""
-    from transformers import DynamicCache
-
     length = rows.lengths[row] - 1
-    cache = DynamicCache(config=model.config)
+    cache = transformers.DynamicCache(config=model.config)
     for index, layer in enumerate(rows.cache.layers):
         cache.update(
             layer.keys[row : row + 1, :, :length].clone(),

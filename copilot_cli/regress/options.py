@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.cluster import require_target
 from copilot_cli.core.engines import engines_for
 from copilot_cli.core.errors import InputError
@@ -24,6 +25,8 @@ from copilot_cli.core.options import (
 from copilot_cli.core.outputs import check_output_shape
 from copilot_cli.paths import DEFAULT_PROMPTS
 from copilot_cli.regress.variants import ENGINE_KINDS, parse_variant
+
+config_file = lazy.module("copilot_cli.core.config_file")
 
 MAX_GEN_TOKENS = 4096
 DEFAULT_BATCH_SIZE = 4  # measured: benchmarks/bench_regress.py runs batch sizes side by side
@@ -273,9 +276,7 @@ def regress_options(
     given_limits = {k: v for k, v in given.pop("thresholds", {}).items() if v is not None}
     from_file: dict[str, Any] = {}
     if config is not None:
-        from copilot_cli.core.config_file import load_config  # jsonschema: not on --help
-
-        data = dict(load_config(config, CONFIG_SCHEMA))
+        data = dict(config_file.load_config(config, CONFIG_SCHEMA))
         file_limits = values_from_mapping(Thresholds, data.pop("thresholds", {}))
         from_file = values_from_mapping(RegressOptions, data, base=config.resolve().parent)
         from_file["thresholds"] = file_limits

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from copilot_cli import __version__
-from copilot_cli.core import progress
+from copilot_cli.core import lazy, progress
 from copilot_cli.core.artifacts import FINGERPRINT_SCHEME
 from copilot_cli.core.errors import ArtifactError, InputError, Interrupted
 from copilot_cli.core.executor import Work, open_executor
@@ -37,6 +37,9 @@ from copilot_cli.regress.tally import Tally, tallies_of
 from copilot_cli.regress.units import CaseSet, Record, Unit, plan_units, score, score_worker
 from copilot_cli.regress.variants import VariantSpec
 from copilot_cli.regress.vllm_engine import VllmRunner
+
+transformers = lazy.module("transformers")
+llamacpp_engine = lazy.module("copilot_cli.regress.llamacpp_engine")
 
 NULL_CONTROL = VariantSpec(name="null-control", components=())
 # A reused baseline's recomputed cases may differ from it by float noise: at most a tenth of
@@ -112,9 +115,7 @@ def _runner(loaded: LoadedModel, options: RegressOptions) -> Runner:
     if options.engine == "vllm":
         return VllmRunner(loaded, options)
     if options.engine == "llama.cpp":
-        from copilot_cli.regress.llamacpp_engine import LlamaCppRunner
-
-        return LlamaCppRunner(loaded, options)
+        return llamacpp_engine.LlamaCppRunner(loaded, options)
     return Runner(loaded, options)
 
 
@@ -371,8 +372,6 @@ def _variant_result(spec: VariantSpec, tally: Tally, options: RegressOptions) ->
 def _provenance(
     loaded: LoadedModel, options: RegressOptions, prompts: list[PromptCase]
 ) -> Provenance:
-    import transformers
-
     return Provenance(
         copilot_opt_version=__version__,
         torch_version=torch.__version__,

@@ -28,9 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from copilot_cli import quant
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.options import OptionError
 from copilot_cli.prune import METHODS, PruneOptions
+
+torch = lazy.module("torch")
 
 if TYPE_CHECKING:  # parsing a variant (build's config check) never needs torch
     import torch
@@ -148,8 +152,6 @@ def degrade_cache(cache: Any, dtype: str) -> None:
 
 
 def _roundtrip(tensor: torch.Tensor, dtype: str) -> torch.Tensor:
-    import torch
-
     if dtype in ("float16", "bfloat16"):
         return tensor.to(getattr(torch, dtype)).to(tensor.dtype)
     scale = tensor.abs().amax(dim=-1, keepdim=True) / 127.0  # one scale per token and head
@@ -167,16 +169,14 @@ def applied(
     `loaded` memoises the quantized modules by artifact path, so a run reads and verifies each
     artifact once rather than once per prompt.
     """
-    quant = spec.kind("quant")
-    if quant is None:
+    component = spec.kind("quant")
+    if component is None:
         yield
         return
-    from copilot_cli.quant import load_quantized, swapped_embeddings
-
     cache = loaded if loaded is not None else {}
-    if quant.arg not in cache:
-        cache[quant.arg] = load_quantized(model, quant.arg, tokenizer=tokenizer)
-    with swapped_embeddings(model, *cache[quant.arg]):
+    if component.arg not in cache:
+        cache[component.arg] = quant.load_quantized(model, component.arg, tokenizer=tokenizer)
+    with quant.swapped_embeddings(model, *cache[component.arg]):
         yield
 
 

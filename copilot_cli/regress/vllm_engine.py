@@ -22,6 +22,7 @@ their logs go to stderr, so a JSON report on stdout stays clean.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 import torch
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.metrics import PositionMetrics, SparseLogprobs, compare_sparse
 from copilot_cli.core.models import DTYPE_NAMES
@@ -39,6 +41,8 @@ from copilot_cli.regress.engine import Runner
 from copilot_cli.regress.variants import VariantSpec, engine_options
 from copilot_cli.serving import ServeOptions, check, local_folder, transfer_config
 
+vllm = lazy.module("vllm")
+
 FULL_VOCAB = 65536  # logprobs:full by default up to this vocabulary, else DEFAULT_TOPK
 DEFAULT_TOPK = 1024  # measured: docs/regress.md (top-k vs the exact KL)
 
@@ -48,12 +52,10 @@ class VllmRunner(Runner):
 
     def __init__(self, loaded: Any, options: Any) -> None:
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # before vllm loads
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("vllm") is None:
             raise OptionError(
                 "engine", "vllm is not installed here (make vllm-env, then run in .venv-vllm)"
-            ) from None
+            )
         super().__init__(loaded, options)
         self.vocab = self.model.get_output_embeddings().weight.shape[0]
         self._engines: dict[tuple[Any, ...], Any] = {}
@@ -63,11 +65,9 @@ class VllmRunner(Runner):
     ) -> list[tuple[Any, list[int] | None]]:
         if not spec.components:
             return super().variant_rows(spec, cases)
-        from vllm import SamplingParams
-
         engine, topk = self._engine(spec)
         gen = self.options.gen_tokens
-        params = SamplingParams(
+        params = vllm.SamplingParams(
             max_tokens=max(gen, 1),
             min_tokens=gen,
             temperature=0.0,
@@ -142,8 +142,6 @@ def start_engine(loaded: Any, values: dict[str, str], kv_dir: str | None) -> Any
     """A vLLM engine for the original model's folder (or `values["model"]`), in the
     original's dtype unless told, with the connector when `kv_dir` is given (the folder
     checked against the model first, as serve does)."""
-    from vllm import LLM
-
     folder = values.get("model") or str(local_folder(loaded.source))
     kwargs: dict[str, Any] = {}
     dtype = values.get("dtype") or DTYPE_NAMES[next(loaded.model.parameters()).dtype]
@@ -153,7 +151,7 @@ def start_engine(loaded: Any, values: dict[str, str], kv_dir: str | None) -> Any
         kwargs["kv_transfer_config"] = transfer_config(serve)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU default is larger
     with stdout_to_stderr():
-        return LLM(
+        return vllm.LLM(
             model=folder,
             dtype=dtype,
             kv_cache_dtype=values.get("kv-cache-dtype", "auto"),

@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import ArtifactError, FingerprintMismatch
 from copilot_cli.core.fingerprints import model_fingerprint_from_folder, tokenizer_fingerprint
 from copilot_cli.kv import KVCacheDir
+
+huggingface_hub = lazy.module("huggingface_hub")
 
 
 @dataclass(frozen=True)
@@ -30,9 +33,7 @@ def local_folder(name: str) -> Path:
     path = Path(name)
     if path.is_dir():
         return path
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(name, local_files_only=True))
+    return Path(huggingface_hub.snapshot_download(name, local_files_only=True))
 
 
 def check_servable(kv: KVCacheDir, engine: EngineModel) -> None:

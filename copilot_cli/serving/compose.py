@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from copilot_cli.context import FILE_SEP_TOKENS, ContextOptions, snippet_text
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.core.options import OptionError
 from copilot_cli.core.tokens import prompt_ids
 from copilot_cli.kv import chunk_name
 from copilot_cli.prompts import completion_inputs, placeholder_inputs
 from copilot_cli.serving.protocol import CompletionRequest, RequestError
+
+prefixed = lazy.module("copilot_cli.serving.prefixed")
 
 # the spellings of fill-in-the-middle and repository tokens, by family (a template written
 # for one family is text to another's tokenizer)
@@ -102,8 +105,6 @@ class Composer:
         """The request's prompt; `stored_first` puts the snippets whose KV is stored right
         after the static prefix (an engine that only takes one stored run from position 0:
         vLLM), the others after them, each group in its order."""
-        from copilot_cli.serving.prefixed import context_pieces
-
         try:
             options = ContextOptions(
                 self.chunks,
@@ -129,7 +130,7 @@ class Composer:
         except CopilotError as exc:
             raise RequestError(400, f"template {self.template}: {exc}") from None
         prefix = prompt_ids(self.tokenizer, rendered.static_prefix, add_special=self.add_special)
-        pieces, tail = context_pieces(self.tokenizer, rendered.rest, context, stored)
+        pieces, tail = prefixed.context_pieces(self.tokenizer, rendered.rest, context, stored)
         placed = {p.name for p in pieces if not isinstance(p, list)}
         return Composed(
             template=self.template,

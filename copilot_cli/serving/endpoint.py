@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from copilot_cli.context import open_session
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.core.gguf import load_gguf_tokenizer
 from copilot_cli.core.models import ModelSpec, load_model
@@ -33,6 +34,9 @@ from copilot_cli.serving.generated import Generated
 from copilot_cli.serving.options import EndpointOptions
 from copilot_cli.serving.protocol import CompletionRequest, Outcome, RequestError
 from copilot_cli.serving.vllm_engine import VllmEngine
+
+transformers_engine = lazy.module("copilot_cli.serving.transformers_engine")
+llamacpp_context = lazy.module("copilot_cli.serving.llamacpp_context")
 
 log = logging.getLogger(__name__)
 
@@ -290,16 +294,20 @@ def _engine(options: EndpointOptions) -> tuple[Any, Any, str]:
     if options.engine == "llama.cpp":
         gguf = require_gguf(options.model)
         load_llamacpp()  # one line when llama-cpp-python is not installed here
-        from copilot_cli.serving.llamacpp_context import ContextEngine
-
-        return ContextEngine(options.kv_dir, gguf), load_gguf_tokenizer(gguf), gguf.name
+        return (
+            llamacpp_context.ContextEngine(options.kv_dir, gguf),
+            load_gguf_tokenizer(gguf),
+            gguf.name,
+        )
     if options.engine == "vllm":
         engine = VllmEngine.start(options, options.extra_args)
         return engine, engine.tokenizer, engine.model_name
-    from copilot_cli.serving.transformers_engine import TransformersEngine
-
     loaded = load_model(ModelSpec(options.model) if options.model else ModelSpec())
-    return TransformersEngine(options.kv_dir, loaded), loaded.tokenizer, str(loaded.source)
+    return (
+        transformers_engine.TransformersEngine(options.kv_dir, loaded),
+        loaded.tokenizer,
+        str(loaded.source),
+    )
 
 
 def serve_endpoint(flags: dict[str, Any]) -> None:

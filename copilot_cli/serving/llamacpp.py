@@ -11,8 +11,10 @@ that silently did nothing shows.
 from __future__ import annotations
 
 import ctypes
+import json
 import time
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from copilot_cli.kv import (
     vocabulary_fingerprint,
 )
 from copilot_cli.kv import read_slot_index as read_index
+from copilot_cli.serving.protocol import send_json
 
 
 @dataclass
@@ -96,10 +99,6 @@ def serve_http(server: SlotServer, host: str, port: int) -> None:
     "n_predict": N} restores the longest stored prefix, computes the rest and answers
     {"content", "tokens", "timings": {"restored", "prompt_tokens_evaluated",
     "first_token_ms"}}. One request at a time (one llama.cpp sequence)."""
-    import json
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    from copilot_cli.serving.protocol import send_json
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:

@@ -16,12 +16,15 @@ import subprocess
 import sys
 from typing import Any
 
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import InputError
 from copilot_cli.core.models import context_length, load_tokenizer
 from copilot_cli.core.modelspec import default_model
 from copilot_cli.kv import KVCacheDir
 from copilot_cli.serving.compat import EngineModel, check_servable, local_folder
 from copilot_cli.serving.options import ServeOptions
+
+transformers = lazy.module("transformers")
 
 CONNECTOR = "CopilotPrefixConnector"
 CONNECTOR_MODULE = "copilot_cli.serving.vllm"
@@ -51,9 +54,7 @@ def check(options: ServeOptions) -> tuple[str, str]:
 
     kv = KVCacheDir(options.kv_dir)
     folder = local_folder(options.model or default_model())
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
     context_length(config)
     heads = config.num_attention_heads
     engine = EngineModel(

@@ -40,12 +40,16 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 from vllm.logger import init_logger
 
+from copilot_cli import kv, warm
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import CopilotError
 from copilot_cli.core.models import DTYPE_NAMES
 from copilot_cli.kv import DEFAULT_MAX_BYTES, KVCacheDir, PrefixMatch, RadixTree, SegmentStore
 from copilot_cli.serving import vllm_chunks
 from copilot_cli.serving.compat import EngineModel, check_servable, local_folder
 from copilot_cli.serving.vllm_chunks import Placement
+
+transformers = lazy.module("transformers")
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -116,9 +120,7 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         self.plan = self._read_plan(extra.get("plan"))
         self.request_log = None
         if role == KVConnectorRole.SCHEDULER and extra.get("request_log"):
-            from copilot_cli.warm import RequestLog
-
-            self.request_log = RequestLog(extra["request_log"])
+            self.request_log = warm.RequestLog(extra["request_log"])
         # a prefix's whole segment chain -> its name (what a request log names)
         self._names = {entry.segments: name for name, entry in self.kv.index.prefixes.items()}
         self._allowed = self._allowed_segments()
@@ -142,11 +144,9 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         (a model whose keys cannot move: the engine stops with one line)."""
         if not any(e.kind == "chunk" for e in self.kv.index.prefixes.values()):
             return None, None
-        from copilot_cli.kv import rotary_of_config
-
         config = vllm_config.model_config.hf_config
         try:
-            rotary = rotary_of_config(config)
+            rotary = kv.rotary_of_config(config)
         except CopilotError as exc:
             raise RuntimeError(f"copilot-opt connector refuses chunk KV: {exc}") from None
         return rotary, self.kv.index.geometry.sliding_window
@@ -270,10 +270,8 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
         """The warm plan (`plan` in the extra config), bound to this folder's fingerprints."""
         if not path:
             return None
-        from copilot_cli.warm import read_plan
-
         try:
-            plan = read_plan(path)
+            plan = warm.read_plan(path)
             plan.check_fits(self.kv.index, str(path))
         except CopilotError as exc:
             raise RuntimeError(f"copilot-opt connector refuses the warm plan: {exc}") from None
@@ -418,15 +416,13 @@ class CopilotPrefixConnector(KVConnectorBase_V1):
 
 
 def _engine_model(vllm_config: VllmConfig, kv_cache_config: Any) -> EngineModel:
-    from transformers import AutoTokenizer
-
     model_config = vllm_config.model_config
     spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
     num_layers = sum(len(g.layer_names) for g in kv_cache_config.kv_cache_groups)
     tokenizer_dir = local_folder(model_config.tokenizer or model_config.model)
     return EngineModel(
         model_dir=local_folder(model_config.model),
-        tokenizer=AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True),
+        tokenizer=transformers.AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True),
         dtype=DTYPE_NAMES.get(model_config.dtype, str(model_config.dtype)),
         num_layers=num_layers,
         kv_heads=spec.num_kv_heads,

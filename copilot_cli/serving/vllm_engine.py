@@ -16,10 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from copilot_cli import kv
+from copilot_cli.core import lazy
 from copilot_cli.core.errors import ArtifactError
 from copilot_cli.core.models import load_tokenizer
 from copilot_cli.serving.generated import Generated
 from copilot_cli.serving.options import ServeOptions
+
+transformers = lazy.module("transformers")
+vllm_chunks = lazy.module("copilot_cli.serving.vllm_chunks")
+server = lazy.module("copilot_cli.serving.server")
 
 START_TIMEOUT = 600.0  # seconds for vLLM to come up (a CPU build compiles for a while)
 # tokens at the end of the placed region vLLM computes itself: measured in
@@ -49,23 +55,20 @@ class VllmEngine:
         Raises:
             ArtifactError: the server did not come up (its log is on stderr).
         """
-        from copilot_cli.kv import KVCacheDir
-        from copilot_cli.serving.server import check, command
-
         port = _free_port()
         # the usage of each answer says how many prompt tokens were not computed
         extra = ("--enable-prompt-tokens-details", *extra_args)
         serve = ServeOptions(
             kv_dir=options.kv_dir, model=options.model, port=port, extra_args=extra
         )
-        model_dir, dtype = check(serve)
+        model_dir, dtype = server.check(serve)
         _check_movable(options.kv_dir, model_dir)
         env = {
             **os.environ,
             "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
         }
         process = subprocess.Popen(
-            command(serve, model_dir, dtype), env=env, stdout=subprocess.DEVNULL
+            server.command(serve, model_dir, dtype), env=env, stdout=subprocess.DEVNULL
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_TIMEOUT
@@ -82,8 +85,8 @@ class VllmEngine:
         else:
             process.kill()
             raise ArtifactError("vLLM did not come up in time", where=model_dir)
-        kv = KVCacheDir(options.kv_dir)
-        chunks = {n for n, e in kv.index.prefixes.items() if e.kind == "chunk"}
+        stored = kv.KVCacheDir(options.kv_dir)
+        chunks = {n for n, e in stored.index.prefixes.items() if e.kind == "chunk"}
         with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
             card = json.load(response)["data"][0]
         length = int(card.get("max_model_len") or 0)
@@ -109,10 +112,11 @@ class VllmEngine:
             "stream_options": {"include_usage": True},
         }
         if placed:
-            from copilot_cli.serving.vllm_chunks import CHUNKS_KEY, COMPUTE_LAST_KEY, SALT
-
-            body["cache_salt"] = SALT
-            body["kv_transfer_params"] = {CHUNKS_KEY: placed, COMPUTE_LAST_KEY: self.compute_last}
+            body["cache_salt"] = vllm_chunks.SALT
+            body["kv_transfer_params"] = {
+                vllm_chunks.CHUNKS_KEY: placed,
+                vllm_chunks.COMPUTE_LAST_KEY: self.compute_last,
+            }
         return self._stream(body, len(composed.ids), on_token)
 
     def _stream(self, body: dict[str, Any], prompt: int, on_token: Any) -> Generated:
@@ -172,9 +176,5 @@ def _free_port() -> int:
 def _check_movable(kv_dir: Any, model_dir: str) -> None:
     """One line before vLLM starts when the folder holds chunk KV for a model whose keys
     cannot be moved (the connector would stop the engine for the same reason)."""
-    from transformers import AutoConfig
-
-    from copilot_cli.kv import KVCacheDir, rotary_of_config
-
-    if any(e.kind == "chunk" for e in KVCacheDir(kv_dir).index.prefixes.values()):
-        rotary_of_config(AutoConfig.from_pretrained(model_dir))
+    if any(e.kind == "chunk" for e in kv.KVCacheDir(kv_dir).index.prefixes.values()):
+        kv.rotary_of_config(transformers.AutoConfig.from_pretrained(model_dir))

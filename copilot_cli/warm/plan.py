@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from copilot_cli import __version__
+from copilot_cli import __version__, chunking, kv
 from copilot_cli.core import progress
 from copilot_cli.core.artifacts import (
     FINGERPRINT_SCHEME,
@@ -128,22 +128,19 @@ class Plan:
 
 def _sizes(options: WarmPlanOptions) -> tuple[Sizes, dict[str, str] | None]:
     sizes = Sizes()
-    kv = None
+    bound = None
     if options.kv is not None:
-        from copilot_cli.kv import KVCacheDir
-
-        folder = KVCacheDir(options.kv)
+        folder = kv.KVCacheDir(options.kv)
         for name in folder.index.prefixes:
             parts = [(f"segment:{s.hash}", s.bytes) for s in folder.index.chain(name)]
             sizes.add(("prefix", name), parts)
-        kv = {k: getattr(folder.index, k) for k in ("model_fingerprint", "tokenizer_fingerprint")}
+        keys = ("model_fingerprint", "tokenizer_fingerprint")
+        bound = {k: getattr(folder.index, k) for k in keys}
     if options.chunks is not None:
-        from copilot_cli.chunking import read_chunks
-
-        for chunk in read_chunks(options.chunks).chunks:
+        for chunk in chunking.read_chunks(options.chunks).chunks:
             item = ("chunk", chunk.id)
             sizes.add(item, [(f"chunk:{chunk.id}", len(chunk.text.encode("utf-8")))])
-    return sizes, kv
+    return sizes, bound
 
 
 def make_plan(options: WarmPlanOptions) -> Plan:

@@ -24,7 +24,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from copilot_cli.core import lazy
 from copilot_cli.warm.log import Request
+
+torch = lazy.module("torch")
 
 Item = tuple[str, str]  # (kind, id)
 ACTIVE_GAP = 600.0  # a session with no request for 10 minutes is over
@@ -129,8 +132,6 @@ class GRUPredictor(_SessionModel):
         self.model = None
 
     def _multi_hot(self, requests: list[Request]):
-        import torch
-
         rows = torch.zeros(len(requests), len(self.vocab))
         for r, request in enumerate(requests):
             for item in request.items():
@@ -139,8 +140,6 @@ class GRUPredictor(_SessionModel):
         return rows
 
     def fit(self, requests: list[Request]) -> None:
-        import torch
-
         torch.manual_seed(self.seed)
         for request in requests:
             for item in request.items():
@@ -175,14 +174,10 @@ class GRUPredictor(_SessionModel):
                 optimizer.step()
 
     def _forward(self, x):
-        import torch
-
         h, _ = self.model["gru"](torch.relu(self.model["inp"](x)))
         return self.model["out"](h)
 
     def next_request(self, recent: list[Request]) -> dict[Item, float]:
-        import torch
-
         with torch.no_grad():
             p = torch.sigmoid(self._forward(self._multi_hot(recent).unsqueeze(0))[0, -1])
         top = torch.topk(p, min(32, len(self.items)))
