@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from copilot_cli.chunking.families import GPT2, Family
@@ -35,6 +36,7 @@ _PATTERN = GPT2.pieces
 _OUTSIDE = bytes(b for b in range(256) if not (32 <= b < 127 or b in b"\t\n\r"))
 _MAX_PIECES = 400_000  # the cache is dropped when it grows past this many pieces
 _SHORT = 256  # lines up to this many characters that are not plain are remembered whole
+_ID = attrgetter("id")  # a token's id (map over the model's tokens: no generator frame)
 
 
 class PieceCache:
@@ -105,7 +107,12 @@ class PieceCache:
             return len(self.encode(text, continued))
 
     def _prepended(self, text: str, continued: bool) -> str:
-        return " " + text if self.family.prepend and text and not continued else text
+        """The text the pieces are found in: for SentencePiece with its "▁" in front (unless
+        `continued`) and every space already a "▁" (the piece pattern treats both alike, and
+        the cache keeps pieces as the BPE model reads them)."""
+        if not self.family.prepend:
+            return text
+        return ("\u2581" + text if text and not continued else text).replace(" ", "\u2581")
 
     def encode(self, text: str, continued: bool = False) -> list[int]:
         """Ids of `text`, which must satisfy `applies`."""
@@ -138,9 +145,9 @@ class PieceCache:
             self.ids[piece] = self._piece_ids(piece)
 
     def _piece_ids(self, piece: str) -> tuple[int, ...]:
-        if self.model is not None:
-            table = _METASPACE if self.family.prepend else _BYTE_LEVEL
-            return tuple(t.id for t in self.model.tokenize(piece.translate(table)))
+        if self.model is not None:  # SentencePiece pieces already hold "▁" for spaces
+            mapped = piece if self.family.prepend else piece.translate(_BYTE_LEVEL)
+            return tuple(map(_ID, self.model.tokenize(mapped)))
         if self.family.prepend:  # the tokenizer would prepend its "▁" once more
             raise ValueError("a SentencePiece piece cache needs the BPE model")
         return tuple(self._tokenizer_ids(piece))
