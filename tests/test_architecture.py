@@ -38,12 +38,16 @@ def _modules() -> list[Path]:
 
 
 def _imports(path: Path) -> list[str]:
+    """The copilot_cli modules a module imports, `lazy.module("...")` (imported on first use)
+    included."""
     modules = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             modules.append(node.module)
         elif isinstance(node, ast.Import):
             modules.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "lazy.module":
+            modules.append(node.args[0].value)
     return [m for m in modules if m.startswith("copilot_cli.")]
 
 

@@ -14,7 +14,7 @@ from copilot_cli.core import lazy
 from copilot_cli.core.inputs import read_json_object
 from copilot_cli.prompts.options import RenderOptions
 
-requests = lazy.module("copilot_cli.context.requests")
+context_requests = lazy.module("copilot_cli.context.requests")
 
 
 @handle_errors
@@ -33,7 +33,7 @@ def render_command(
     """Render one template of a bundle with the given inputs."""
     values = read_json_object(inputs, "inputs file")
     for path in context or []:
-        values.update(requests.context_inputs(path))
+        values.update(context_requests.context_inputs(path))
     options = RenderOptions(
         bundle=bundle,
         name=name,

@@ -1,6 +1,9 @@
-"""Package `__init__`s that name their exports without importing them: a name's module is
-imported on first use, so importing one light submodule (options, records) never pulls in
-torch or transformers through its package."""
+"""Imports named at a module's top and made on first use.
+
+`exports`: package `__init__`s that name their exports without importing them (a name's module
+is imported on first use, so importing one light submodule, options or records, never pulls in
+torch or transformers through its package). `module`: a heavy or optional module named at the
+top of a module that must import without it."""
 
 from __future__ import annotations
 
@@ -32,20 +35,18 @@ def exports(package: str, table: dict[str, str]) -> tuple[Callable[[str], Any], 
 
 
 class _Deferred(ModuleType):
-    """Stands for a module until an attribute is first read; then the module is imported
-    and each name read is kept here, so later reads cost what any module attribute costs."""
+    """Stands for a module: the first attribute read imports it, and every read and write
+    goes to the module itself (so a test's monkeypatch of the module is what the code sees)."""
 
     def __getattr__(self, name: str) -> Any:
         if name == "__wrapped__":  # inspect.unwrap (doctest's finder) must not import
             raise AttributeError(name)
-        value = getattr(importlib.import_module(self.__name__), name)
-        self.__dict__[name] = value
-        return value
+        return getattr(
+            sys.modules.get(self.__name__) or importlib.import_module(self.__name__), name
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """A write (a patch for the duration of a call) reaches the module itself."""
         setattr(importlib.import_module(self.__name__), name, value)
-        self.__dict__[name] = value
 
     def __repr__(self) -> str:
         return f"<deferred module {self.__name__!r}>"

@@ -63,3 +63,14 @@ def test_a_package_that_is_not_installed_fails_at_first_use_not_at_the_declarati
     missing = lazy.module("copilot_opt_no_such_package")
     with pytest.raises(ModuleNotFoundError, match="copilot_opt_no_such_package"):
         _ = missing.anything
+
+
+def test_a_change_to_the_module_itself_is_seen_through_it(monkeypatch):
+    """Reads are not kept: a test's monkeypatch of the module (after the code has read the
+    name once) is what the code reads next."""
+    import colorsys
+
+    deferred = lazy._Deferred("colorsys")
+    assert deferred.rgb_to_hsv is colorsys.rgb_to_hsv
+    monkeypatch.setattr(colorsys, "rgb_to_hsv", len)
+    assert deferred.rgb_to_hsv is len
