@@ -24,7 +24,7 @@ def serve_command(
     kv_dir: Path = from_options(ServeOptions, "kv_dir", argument=True),
     model: str = MODEL,
     host: str = from_options(ServeOptions, "host"),
-    port: int = from_options(ServeOptions, "port"),
+    port: int | None = from_options(ServeOptions, "port", default=None),
     max_bytes: int = from_options(ServeOptions, "max_bytes"),
     no_preload: bool = from_options(ServeOptions, "preload"),
     plan: Path | None = from_options(ServeOptions, "plan"),
@@ -46,7 +46,7 @@ def serve_command(
         kv_dir=kv_dir,
         model=model,
         host=host,
-        port=port,
+        port=ServeOptions.port if port is None else port,
         max_bytes=max_bytes,
         preload=not no_preload,
         plan=plan,
@@ -54,7 +54,7 @@ def serve_command(
         engine=engine,
     )
     if engine != "vllm":
-        return engines.serve_llamacpp(kv_dir, model, host, port)
+        return engines.serve_llamacpp(kv_dir, model, host, options.port)
     if print_command:
         model_dir, dtype = server.check(options)
         typer.echo(server.printable(options, model_dir, dtype))

@@ -310,20 +310,26 @@ def _engine(options: EndpointOptions) -> tuple[Any, Any, str]:
     )
 
 
-def serve_endpoint(flags: dict[str, Any]) -> None:
-    """`serve --bundle ...`: the endpoint in the foreground until Ctrl-C."""
+def endpoint_options(flags: dict[str, Any]) -> EndpointOptions:
+    """The endpoint's options from `serve`'s flags (a port not given: the endpoint's own,
+    8012, not vLLM's server's 8000)."""
     if flags.get("chunks") is None:
         raise OptionError(
             "chunks", "the endpoint chooses context from a chunks file: give --chunks"
         )
     fields = ("kv_dir", "bundle", "chunks", "registry", "template", "engine", "model", "budget")
     context = flags.get("ctx")
-    options = EndpointOptions(
+    return EndpointOptions(
         **{k: flags[k] for k in fields},
         host=flags["host"],
-        port=flags["port"],
+        port=EndpointOptions.port if flags.get("port") is None else flags["port"],
         extra_args=tuple(context.args) if context is not None else (),
     )
+
+
+def serve_endpoint(flags: dict[str, Any]) -> None:
+    """`serve --bundle ...`: the endpoint in the foreground until Ctrl-C."""
+    options = endpoint_options(flags)
     endpoint = open_endpoint(options)
     server = make_server(endpoint, options.host, options.port)
     print(

@@ -33,7 +33,9 @@ class ServeOptions:
     kv_dir: Path = setting(Path("build/kv"), yaml=False, help="A folder written by prefill-kv.")
     model: str = ""
     host: str = setting("127.0.0.1", help="Address to listen on.")
-    port: int = setting(8000, help="Port to listen on.")
+    port: int = setting(
+        8000, help="Port to listen on (8000, vLLM's own; with --bundle 8012, llama.vscode's)."
+    )
     max_bytes: int = setting(DEFAULT_MAX_BYTES, help="Host memory for loaded prefixes (bytes).")
     preload: bool = setting(
         True, help="Load prefixes on first use, not at start.", flag="--no-preload"
@@ -69,7 +71,7 @@ class EndpointOptions:
         engine: transformers, llama.cpp or vllm.
         model: the model folder, or the GGUF file for llama.cpp.
         budget: tokens of repository context per request (a request may ask for fewer).
-        host, port: where it listens.
+        host, port: where it listens (8012: where llama.vscode and llama.vim look first).
         extra_args: arguments for vLLM's server (`serve ... -- ARGS`).
     """
 

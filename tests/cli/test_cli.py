@@ -153,3 +153,27 @@ def test_the_options_reference_reads_the_same_from_any_clone():
     text = reference()
     assert str(DATA_ROOT) not in text
     assert "`sample_data/prompts.jsonl`" in text
+
+
+@pytest.mark.parametrize(("args", "port"), [([], 8012), (["--port", "9001"], 9001)])
+def test_serve_bundle_listens_where_the_editors_look_unless_told(
+    runner, tmp_path, monkeypatch, args, port
+):
+    """`serve --bundle` without --port is the endpoint's own port (8012, llama.vscode's first
+    guess), not vLLM's server's 8000; a --port given is kept. (The blocking server start is
+    replaced by reading the options it would have been given.)"""
+    from copilot_cli.serving import endpoint
+    from copilot_cli.serving.options import ServeOptions
+
+    (tmp_path / "kv").mkdir()
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "chunks.jsonl").write_text("")
+    given = []
+    monkeypatch.setattr(
+        endpoint, "serve_endpoint", lambda flags: given.append(endpoint.endpoint_options(flags))
+    )
+    base = ["serve", str(tmp_path / "kv"), "--bundle", str(tmp_path / "bundle")]
+    result = runner.invoke(app, [*base, "--chunks", str(tmp_path / "chunks.jsonl"), *args])
+    assert result.exit_code == 0, result.output
+    assert [g.port for g in given] == [port]
+    assert ServeOptions(kv_dir=tmp_path / "kv").port == 8000  # vLLM's server keeps its own
