@@ -1,5 +1,6 @@
 """Real code nobody here wrote, per language, fetched once from the package registries this
-machine may reach (npm, Debian, PyPI) at pinned versions and checked against pinned sha256 digests.
+machine may reach (npm, Debian, PyPI) at pinned versions (each archive's sha256 recorded at its
+first fetch).
 
     go:         gin 1.8.1, cobra 1.6.1, urfave/cli 2.3.0 (Debian source packages)
     javascript: fastify 4.28.1, express 4.21.2 (npm tarballs; .js/.ts/.mjs/.cjs files)
@@ -8,6 +9,9 @@ machine may reach (npm, Debian, PyPI) at pinned versions and checked against pin
     *-heldout:  black 24.4.2 and httpx 0.27.0 (PyPI sdists), logrus 1.9.0 and gorilla/mux
                 1.8.0 (Debian), mocha 10.2.0 and ws 8.16.0 (npm): the repositories context
                 selection was never tuned on (bench_context_quality)
+    *-heldout2: rich 13.7.1 and click 8.1.7 (PyPI), echo 4.2.1 and chi 5.0.7 (Debian), knex
+                3.1.0 and pino 8.19.0 (npm): a second held-out set, not yet measured by any
+                selector (kept for the next change to selection)
 
 Python comes from the interpreter's standard library (bench_chunk.corpus). Unpacked under
 benchmarks/.corpora/ (git-ignored); the sha256 of each archive in LANGUAGE.sha256.
@@ -41,6 +45,13 @@ SOURCES = {  # (registry, package, version): published versions never change
         ("deb", "golang-github-gorilla-mux-dev", "1.8.0-1"),
     ],
     "javascript-heldout": [("npm", "mocha", "10.2.0"), ("npm", "ws", "8.16.0")],
+    # a second held-out set: measured by no selector yet (bench_context_quality --set held-out-2)
+    "python-heldout2": [("pypi", "rich", "13.7.1"), ("pypi", "click", "8.1.7")],
+    "go-heldout2": [
+        ("deb", "golang-github-labstack-echo-dev", "4.2.1-3"),
+        ("deb", "golang-github-go-chi-chi-dev", "5.0.7-1"),
+    ],
+    "javascript-heldout2": [("npm", "knex", "3.1.0"), ("npm", "pino", "8.19.0")],
 }
 SUFFIXES = {
     "go": (".go",),
@@ -49,6 +60,9 @@ SUFFIXES = {
     "python-heldout": (".py",),
     "go-heldout": (".go",),
     "javascript-heldout": (".js", ".mjs", ".cjs"),
+    "python-heldout2": (".py",),
+    "go-heldout2": (".go",),
+    "javascript-heldout2": (".js", ".mjs", ".cjs"),
 }
 
 
