@@ -117,7 +117,6 @@ class TokenCounter:
 
     def starts(self, text: str) -> Any:
         """Character offset where each token of `text` starts (numpy int64)."""
-
         if self.backend is None:
             return np.array([s for s, _ in self.offsets(text)], dtype=np.int64)
         offsets = self.backend.encode(text, add_special_tokens=False).offsets
@@ -140,7 +139,6 @@ class FileText:
     def attach_token_starts(self, counter: TokenCounter) -> None:
         """Tokenize the whole file once; piece costs are then estimated by counting token
         starts inside a byte range (exact recounts happen per chunk, batched)."""
-
         try:
             text = self.data.decode("utf-8")
         except UnicodeDecodeError:
@@ -199,7 +197,6 @@ class FileText:
 
 def _anchors(raw: Any, family: Family) -> Any:
     """Byte offsets p (1 <= p < len) where no pre-token piece can hold both raw[p-1], raw[p]."""
-
     global _CLASSES
     if _CLASSES is None:
         _CLASSES = byte_classes()
@@ -333,7 +330,6 @@ class Packer:
         """Exact token counts of header + file[start:end] for each span: derived from the
         file's one pass where the tokenizer allows it (only the edges are encoded), else by
         encoding the whole text. Both give the same numbers (tested)."""
-
         texts: list[str] = []
         continued: list[bool] = []  # the tail of a derived chunk goes on from its middle
         plans: list[tuple[int, int, int]] = []  # (middle tokens, edge texts, first edge index)
