@@ -358,13 +358,6 @@ class Packed:
             if self.windows.paths[r.file] == path
         )
 
-
-def region_text(index: ContextIndex, windows: WindowIndex, region: Region) -> str:
-    """A region's snippet text: a whole chunk's own text, or the window's lines."""
-    if region.chunk is not None:
-        return index.texts[region.chunk]
-    return windows.text(region.file, region.start, region.end)
-
     def drop_weakest(self) -> None:
         """The last signature line added goes first, then the weakest window."""
         if self.signatures:
@@ -375,6 +368,13 @@ def region_text(index: ContextIndex, windows: WindowIndex, region: Region) -> st
                 del self.signatures[path], self.sources[path]
         else:
             self.regions.pop()
+
+
+def region_text(index: ContextIndex, windows: WindowIndex, region: Region) -> str:
+    """A region's snippet text: a whole chunk's own text, or the window's lines."""
+    if region.chunk is not None:
+        return index.texts[region.chunk]
+    return windows.text(region.file, region.start, region.end)
 
 
 def as_chunks(index: ContextIndex, windows: WindowIndex, ranked: list[Region]) -> list[Region]:

@@ -294,3 +294,25 @@ def test_an_unknown_unit_is_refused():
 
     with pytest.raises(OptionError, match="unit"):
         ContextOptions(file="a.py", prefix="", unit="words")
+
+
+def test_a_block_over_its_budget_on_recount_sheds_definition_lines_then_windows(session):
+    """The exact recount's path: a packed block whose rendered text is over the budget drops
+    its last definition line first, then its weakest window, until it fits."""
+    from copilot_cli.context import select
+    from copilot_cli.context.windows import windows_of
+
+    request = select.Request("src/new.py", "reader = FrameReader(\n", "", "python")
+    ranked = select.ranked_windows(session.index, request)[:3]
+    windows = windows_of(session.index)
+    packer = select.Packer(session.index, session.tokenizer, 10_000, "xml", "")
+    packed = select.Packed(windows=windows, regions=list(ranked))
+    packed.signatures = {"src/kvstore/lru.py": ["class LRU:", "    def get(self, key):"]}
+    packed.sources = {"src/kvstore/lru.py": [0, 0]}
+    whole = packer.exact(packed).tokens
+    assert len(packed.regions) == 3 and whole > 0
+    one_window = select.Packed(windows=windows, regions=list(ranked[:1]))
+    packer.budget = packer.exact(one_window).tokens  # room for the best window alone
+    result = packer.exact(packed)
+    assert result.tokens == _count(session, result.text) <= packer.budget < whole
+    assert not result.signatures and result.regions == ranked[:1]
