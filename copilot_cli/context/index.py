@@ -121,10 +121,10 @@ class ContextIndex:
         if not hasattr(self, "_signatures"):
             object.__setattr__(self, "_signatures", {})
         memo = self._signatures  # type: ignore[attr-defined]
-        if i not in memo:
+        if (i, limit) not in memo:
             found = (signature_line(self.texts[i], n) for n in self.names_of(i)[:limit])
-            memo[i] = [line for line in found if line is not None]
-        return memo[i]
+            memo[i, limit] = [line for line in found if line is not None]
+        return memo[i, limit]
 
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         idx, tf = self.postings[term]

@@ -316,3 +316,14 @@ def test_a_block_over_its_budget_on_recount_sheds_definition_lines_then_windows(
     result = packer.exact(packed)
     assert result.tokens == _count(session, result.text) <= packer.budget < whole
     assert not result.signatures and result.regions == ranked[:1]
+
+
+def test_signature_lines_follow_the_limit_asked_for(session):
+    """The per-chunk memo of signature lines is kept per limit: a smaller limit asked first
+    does not cut what a larger one gets."""
+    index = session.index
+    i = max(range(len(index.ids)), key=lambda k: len(index.names_of(k)))
+    assert len(index.names_of(i)) >= 3
+    few = index.signatures_of(i, 1)
+    more = index.signatures_of(i, 6)
+    assert len(few) == 1 and len(more) > 1 and more[0] == few[0]
