@@ -118,9 +118,7 @@ class ContextIndex:
     def signatures_of(self, i: int, limit: int) -> list[str]:
         """The signature lines of the first `limit` names chunk `i` defines (memoised: they
         do not depend on the request)."""
-        if not hasattr(self, "_signatures"):
-            object.__setattr__(self, "_signatures", {})
-        memo = self._signatures  # type: ignore[attr-defined]
+        memo = self.memo("signature-lines", dict)
         if (i, limit) not in memo:
             found = (signature_line(self.texts[i], n) for n in self.names_of(i)[:limit])
             memo[i, limit] = [line for line in found if line is not None]
