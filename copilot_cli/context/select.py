@@ -33,6 +33,7 @@ SIGNATURES_CALLING = 0.5  # share for definitions when the cursor's lines use ou
 SIGNATURES_SIMILAR = 0.3  # ... when they do not and a window is SIMILAR (code repeated)
 SIGNATURES_OTHERWISE = 0.5  # ... when neither holds
 SIMILAR = 0.3  # a window's similarity that says another file repeats this code
+COPIED = 0.8  # share of a window's lines another file's kept window shows: a copy, left out
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _DEFINES = r"(?:def|class|func|function|fn|struct|enum|trait|interface|type|const|let|var)\s+"
 _DEFINED = re.compile(r"\b" + _DEFINES + r"([A-Za-z_$][A-Za-z0-9_$]*)")
@@ -255,13 +256,14 @@ class Packer:
         used = self.count(render_block([], self.fmt, self.separator, intro_only=True))
         used = self._add_windows(packed, ranked, used, self.budget * (1 - share))
         rest = [i for i in order[:SCAN] if file not in self.index.paths[i]]
+        shown = packed.shown()
         for start in range(0, len(rest), SIGNATURE_BLOCK):
             block = rest[start : start + SIGNATURE_BLOCK]
             self.line_costs([x for i in block for x in self.index.signatures_of(i, MAX_SIGNATURES)])
             for i in block:
                 if self.budget - used < SMALLEST_LINE:
                     break
-                used = self._add_signatures(packed, i, used)
+                used = self._add_signatures(packed, i, used, shown)
         self._add_windows(packed, ranked, used, self.budget)
         return self.exact(packed)
 
@@ -301,11 +303,16 @@ class Packer:
                 used += cost
         return used
 
-    def _add_signatures(self, packed: Packed, i: int, used: int) -> int:
+    def _add_signatures(self, packed: Packed, i: int, used: int, shown: str) -> int:
+        """Chunk `i`'s definition lines, less those a chosen window shows (`shown`); none when
+        most of them are listed or shown already (a copy of a chunk another file has)."""
         path = self.index.paths[i][0]
         signatures = self.index.signatures_of(i, MAX_SIGNATURES)
+        listed = {line for lines in packed.signatures.values() for line in lines}
+        there = sum(x in listed or x in shown for x in signatures)
+        if signatures and there >= COPIED * len(signatures):
+            return used
         costs = self.line_costs(signatures)
-        shown = packed.shown(path)
         for line in signatures:
             lines = packed.signatures.get(path, [])
             if line in lines or line in shown:
@@ -350,13 +357,10 @@ class Packed:
     def empty(self) -> bool:
         return not self.regions and not self.signatures
 
-    def shown(self, path: str) -> str:
-        """The text of the chosen windows of `path` (a definition line inside it is there)."""
-        return "\n".join(
-            self.windows.text(r.file, r.start, r.end)
-            for r in self.regions
-            if self.windows.paths[r.file] == path
-        )
+    def shown(self) -> str:
+        """The text of the chosen windows (a definition line inside one is there already,
+        whichever file it shows)."""
+        return "\n".join(self.windows.text(r.file, r.start, r.end) for r in self.regions)
 
     def drop_weakest(self) -> None:
         """The last signature line added goes first, then the weakest window."""
@@ -412,6 +416,7 @@ def ranked_windows(index: ContextIndex, request: Request) -> list[Region]:
         )
         score = score * factor
     out: list[Region] = []
+    copies = _Copies()
     for w in _best_first(score, POOL * 4):
         if score[w] <= 0 or len(out) >= POOL:
             break
@@ -421,9 +426,34 @@ def ranked_windows(index: ContextIndex, request: Request) -> list[Region]:
             request.file in index.paths[i] for i in windows.chunks_of(f, start, end)
         ):
             continue
+        if copies.repeats(f, windows.lines[f][start:end]):
+            continue  # another file's better window already shows these lines
         end = min(end + FOLLOW, len(windows.lines[f]))
         out.append(Region(f, start, end, float(score[w]), similar=float(overlap[w])))
     return out
+
+
+class _Copies:
+    """The lines of the windows kept so far, to leave out a window of another file that
+    mostly repeats one of them (a copied or vendored file, a kept old version)."""
+
+    def __init__(self) -> None:
+        self.owners: dict[str, list[tuple[int, int]]] = {}  # line -> (window, file) showing it
+        self.kept = 0
+
+    def repeats(self, file: int, lines: list[str]) -> bool:
+        mine = {line.strip() for line in lines} - {""}
+        shared: dict[int, int] = {}
+        for line in mine:
+            for window, owner in self.owners.get(line, ()):
+                if owner != file:
+                    shared[window] = shared.get(window, 0) + 1
+        if mine and max(shared.values(), default=0) >= COPIED * len(mine):
+            return True
+        for line in mine:
+            self.owners.setdefault(line, []).append((self.kept, file))
+        self.kept += 1
+        return False
 
 
 def _best_first(score: np.ndarray, k: int) -> list[int]:

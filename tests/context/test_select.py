@@ -327,3 +327,22 @@ def test_signature_lines_follow_the_limit_asked_for(session):
     few = index.signatures_of(i, 1)
     more = index.signatures_of(i, 6)
     assert len(few) == 1 and len(more) > 1 and more[0] == few[0]
+
+
+def test_a_copy_of_another_files_code_is_shown_once(session):
+    """src/kvstore/legacy/lru_old.py is a near-copy of src/kvstore/lru.py: code like theirs
+    gets one of them, not the same lines twice (windows) nor the same definition lines twice
+    (a chunk whose lines are listed or shown already)."""
+    lines = (SAMPLE / "src/kvstore/lru.py").read_text().split("\n")
+    checked = 0
+    for start in range(0, 120, 10):
+        prefix = "\n".join(lines[start : start + 20]) + "\n"
+        result = session.select(
+            ContextOptions(file="src/other/cache2.py", prefix=prefix, budget=1024)
+        )
+        shown = [(s.path, {x.strip() for x in s.text.split("\n")} - {""}) for s in result.snippets]
+        for (path_a, a), (path_b, b) in itertools.combinations(shown, 2):
+            if path_a != path_b and a and b:
+                assert len(a & b) < 0.8 * min(len(a), len(b)), (start, path_a, path_b)
+        checked += len(shown)
+    assert checked >= 24
