@@ -33,7 +33,7 @@ SIGNATURES_CALLING = 0.5  # share for definitions when the cursor's lines use ou
 SIGNATURES_SIMILAR = 0.3  # ... when they do not and a window is SIMILAR (code repeated)
 SIGNATURES_OTHERWISE = 0.5  # ... when neither holds
 SIMILAR = 0.3  # a window's similarity that says another file repeats this code
-COPIED = 0.8  # share of a window's lines another file's kept window shows: a copy, left out
+COPIED = 0.9  # share of a snippet's lines another file's shows (or lists) already: a copy
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _DEFINES = r"(?:def|class|func|function|fn|struct|enum|trait|interface|type|const|let|var)\s+"
 _DEFINED = re.compile(r"\b" + _DEFINES + r"([A-Za-z_$][A-Za-z0-9_$]*)")
@@ -426,31 +426,32 @@ def ranked_windows(index: ContextIndex, request: Request) -> list[Region]:
             request.file in index.paths[i] for i in windows.chunks_of(f, start, end)
         ):
             continue
+        end = min(end + FOLLOW, len(windows.lines[f]))
         if copies.repeats(f, windows.lines[f][start:end]):
             continue  # another file's better window already shows these lines
-        end = min(end + FOLLOW, len(windows.lines[f]))
         out.append(Region(f, start, end, float(score[w]), similar=float(overlap[w])))
     return out
 
 
 class _Copies:
     """The lines of the windows kept so far, to leave out a window of another file that
-    mostly repeats one of them (a copied or vendored file, a kept old version)."""
+    repeats one of them nearly line for line (a copied or vendored file, an old version kept
+    beside the new). Lines are compared stripped, blank ones aside; the lines a window shows
+    after its own count too, so two files that share only a licence header are not copies."""
 
     def __init__(self) -> None:
         self.owners: dict[str, list[tuple[int, int]]] = {}  # line -> (window, file) showing it
         self.kept = 0
 
     def repeats(self, file: int, lines: list[str]) -> bool:
-        mine = {line.strip() for line in lines} - {""}
+        mine = [line.strip() for line in lines if line.strip()]
         shared: dict[int, int] = {}
         for line in mine:
-            for window, owner in self.owners.get(line, ()):
-                if owner != file:
-                    shared[window] = shared.get(window, 0) + 1
+            for window in {w for w, owner in self.owners.get(line, ()) if owner != file}:
+                shared[window] = shared.get(window, 0) + 1
         if mine and max(shared.values(), default=0) >= COPIED * len(mine):
             return True
-        for line in mine:
+        for line in set(mine):
             self.owners.setdefault(line, []).append((self.kept, file))
         self.kept += 1
         return False
