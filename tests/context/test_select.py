@@ -346,3 +346,31 @@ def test_a_copy_of_another_files_code_is_shown_once(session):
                 assert len(a & b) < 0.8 * min(len(a), len(b)), (start, path_a, path_b)
         checked += len(shown)
     assert checked >= 24
+
+
+def test_files_that_share_only_a_licence_header_are_not_copies(tmp_path):
+    """The first windows of files that open with the same licence header differ in what
+    follows it: each stays a candidate (the lines after the header are what the code at the
+    cursor may need)."""
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+    from copilot_cli.context import select
+
+    header = "".join(
+        f"// Licensed under the Example License, clause {k} of 14.\n" for k in range(14)
+    )
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, body in (("alpha", "Alpha"), ("beta", "Beta"), ("gamma", "Gamma")):
+        code = "\n".join(
+            f"func {body}Step{k}(c *Command) error {{ return c.Run{body}({k}) }}" for k in range(8)
+        )
+        (repo / f"{name}.go").write_text(f"{header}\npackage demo\n\n{code}\n")
+    chunk_repository(
+        ChunkOptions(repos=(repo,), out=tmp_path / "c.jsonl", registry=tmp_path / "r.json", jobs=1)
+    )
+    session = open_session(tmp_path / "c.jsonl", tmp_path / "r.json")
+    prefix = f"{header}\npackage demo\n\nfunc New(c *Command) error {{\n"
+    ranked = select.ranked_windows(session.index, select.Request("new.go", prefix, "", "go"))
+    windows = select.windows_of(session.index)
+    first = {windows.paths[r.file] for r in ranked if r.start == 0}
+    assert first == {"alpha.go", "beta.go", "gamma.go"}
