@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,14 +257,14 @@ class Packer:
         used = self.count(render_block([], self.fmt, self.separator, intro_only=True))
         used = self._add_windows(packed, ranked, used, self.budget * (1 - share))
         rest = [i for i in order[:SCAN] if file not in self.index.paths[i]]
-        shown = packed.shown()
+        shown, listed = packed.shown(), set()
         for start in range(0, len(rest), SIGNATURE_BLOCK):
             block = rest[start : start + SIGNATURE_BLOCK]
             self.line_costs([x for i in block for x in self.index.signatures_of(i, MAX_SIGNATURES)])
             for i in block:
                 if self.budget - used < SMALLEST_LINE:
                     break
-                used = self._add_signatures(packed, i, used, shown)
+                used = self._add_signatures(packed, i, used, shown, listed)
         self._add_windows(packed, ranked, used, self.budget)
         return self.exact(packed)
 
@@ -303,24 +304,27 @@ class Packer:
                 used += cost
         return used
 
-    def _add_signatures(self, packed: Packed, i: int, used: int, shown: str) -> int:
+    def _add_signatures(
+        self, packed: Packed, i: int, used: int, shown: set[str], listed: set[str]
+    ) -> int:
         """Chunk `i`'s definition lines, less those a chosen window shows (`shown`); none when
-        most of them are listed or shown already (a copy of a chunk another file has)."""
+        most of them are listed (`listed`, which grows) or shown already (a copy of a chunk
+        another file has)."""
         path = self.index.paths[i][0]
         signatures = self.index.signatures_of(i, MAX_SIGNATURES)
-        listed = {line for lines in packed.signatures.values() for line in lines}
-        there = sum(x in listed or x in shown for x in signatures)
+        there = sum(x in listed or x.strip() in shown for x in signatures)
         if signatures and there >= COPIED * len(signatures):
             return used
         costs = self.line_costs(signatures)
         for line in signatures:
             lines = packed.signatures.get(path, [])
-            if line in lines or line in shown:
+            if line in lines or line.strip() in shown:
                 continue
             cost = costs[line] + (0 if lines else self.header_cost(path))
             if used + cost <= self.budget:
                 packed.signatures.setdefault(path, []).append(line)
                 packed.sources.setdefault(path, []).append(i)
+                listed.add(line)
                 used += cost
         return used
 
@@ -357,10 +361,11 @@ class Packed:
     def empty(self) -> bool:
         return not self.regions and not self.signatures
 
-    def shown(self) -> str:
-        """The text of the chosen windows (a definition line inside one is there already,
-        whichever file it shows)."""
-        return "\n".join(self.windows.text(r.file, r.start, r.end) for r in self.regions)
+    def shown(self) -> set[str]:
+        """The lines (stripped) of the chosen windows: a definition line one of them shows is
+        there already, whichever file it is in."""
+        lines = self.windows.lines
+        return {x.strip() for r in self.regions for x in lines[r.file][r.start : r.end]}
 
     def drop_weakest(self) -> None:
         """The last signature line added goes first, then the weakest window."""
@@ -440,20 +445,24 @@ class _Copies:
     after its own count too, so two files that share only a licence header are not copies."""
 
     def __init__(self) -> None:
-        self.owners: dict[str, list[tuple[int, int]]] = {}  # line -> (window, file) showing it
-        self.kept = 0
+        self.owners: dict[str, list[int]] = {}  # line -> the kept windows showing it
+        self.kept: list[tuple[int, set[str]]] = []  # (file, its lines) per kept window
 
     def repeats(self, file: int, lines: list[str]) -> bool:
-        mine = [line.strip() for line in lines if line.strip()]
-        shared: dict[int, int] = {}
-        for line in mine:
-            for window in {w for w, owner in self.owners.get(line, ()) if owner != file}:
-                shared[window] = shared.get(window, 0) + 1
-        if mine and max(shared.values(), default=0) >= COPIED * len(mine):
-            return True
-        for line in set(mine):
-            self.owners.setdefault(line, []).append((self.kept, file))
-        self.kept += 1
+        mine = [x for x in (line.strip() for line in lines) if x]
+        distinct = set(mine)
+        if mine:
+            # a copy lacks at most `slack` of these lines, so it shows one of the slack + 1
+            # rarest: only the windows showing those are counted (common lines have many)
+            slack = len(mine) - math.ceil(COPIED * len(mine))
+            rare = sorted(distinct, key=lambda x: (len(self.owners.get(x, ())), x))[: slack + 1]
+            for w in sorted({w for x in rare for w in self.owners.get(x, ())}):
+                owner, theirs = self.kept[w]
+                if owner != file and sum(x in theirs for x in mine) >= COPIED * len(mine):
+                    return True
+        for line in distinct:
+            self.owners.setdefault(line, []).append(len(self.kept))
+        self.kept.append((file, distinct))
         return False
 
 
