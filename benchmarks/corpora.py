@@ -57,13 +57,17 @@ SUFFIXES = {
     "go": (".go",),
     "javascript": (".js", ".mjs", ".cjs", ".ts"),
     "mixed": (".py", ".md"),
-    "python-heldout": (".py",),
-    "go-heldout": (".go",),
-    "javascript-heldout": (".js", ".mjs", ".cjs"),
-    "python-heldout2": (".py",),
-    "go-heldout2": (".go",),
-    "javascript-heldout2": (".js", ".mjs", ".cjs"),
 }
+HELD_OUT_SUFFIXES = {  # every held-out set (LANGUAGE-heldout, LANGUAGE-heldout2)
+    "python": (".py",),
+    "go": (".go",),
+    "javascript": (".js", ".mjs", ".cjs"),
+}
+
+
+def suffixes(language: str) -> tuple[str, ...]:
+    """The file suffixes kept from a corpus's archives."""
+    return SUFFIXES.get(language) or HELD_OUT_SUFFIXES[language.partition("-")[0]]
 
 
 def _fetch(kind: str, name: str, version: str, folder: Path) -> Path:
@@ -130,6 +134,6 @@ def corpus(language: str) -> Path:
     for kind, name, version in SOURCES[language]:
         archive = _fetch(kind, name, version, downloads)
         digests.append(f"{archive.name} {hashlib.sha256(archive.read_bytes()).hexdigest()}")
-        _unpack(kind, archive, target, SUFFIXES[language])
+        _unpack(kind, archive, target, suffixes(language))
     done.write_text("\n".join(digests) + "\n")
     return target
