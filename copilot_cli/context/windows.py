@@ -28,6 +28,8 @@ STRIDE = 10  # lines between window starts
 FOLLOW = 6  # lines shown after a window: what came next in code like this
 QUERY_LINES = 20  # lines before the cursor the windows are compared with
 SUFFIX_LINES = 10  # ... and lines after it, when the request has them
+NEAR_LINES = 2  # the last lines before the cursor (the one before its line, and that line's
+# start): their terms count twice, as the next line reads most like the one just written
 POOL = 64  # windows considered for packing, best first
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _IDENT_OR_END = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*|\n")  # an identifier, or a line's end
@@ -56,11 +58,13 @@ class WindowIndex:
     term_counts: np.ndarray
     length: np.ndarray  # window -> terms
 
-    def bm25(self, query: set[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    def bm25(self, query: dict[str, float], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+        """Each window's BM25 against the query's terms, each term's part times its weight."""
         n = len(self.start)
-        rows = sorted(self.term_at[t] for t in query if t in self.term_at)
-        if not rows or not n:
+        found = sorted((self.term_at[t], w) for t, w in query.items() if t in self.term_at)
+        if not found or not n:
             return np.zeros(n)
+        rows = [r for r, _w in found]
         norm = self._norm(k1, b)
         idx = np.concatenate(
             [self.term_windows[self.term_ptr[r] : self.term_ptr[r + 1]] for r in rows]
@@ -69,7 +73,12 @@ class WindowIndex:
             [self.term_counts[self.term_ptr[r] : self.term_ptr[r + 1]] for r in rows]
         )
         sizes = np.diff(self.term_ptr)[rows]
-        idf = np.asarray([math.log(1 + (n - int(m) + 0.5) / (int(m) + 0.5)) for m in sizes])
+        idf = np.asarray(
+            [
+                w * math.log(1 + (n - int(m) + 0.5) / (int(m) + 0.5))
+                for (_r, w), m in zip(found, sizes, strict=True)
+            ]
+        )
         weights = np.repeat(idf, sizes) * tf * (k1 + 1) / (tf + norm[idx])
         return np.bincount(idx, weights=weights, minlength=n)
 
@@ -347,12 +356,16 @@ def windows_of(index: ContextIndex) -> WindowIndex:
 
 def score_windows(windows: WindowIndex, prefix: str, suffix: str) -> tuple[np.ndarray, np.ndarray]:
     """Each window's BM25 against the terms of the lines at the cursor (the QUERY_LINES before
-    it and, when the editor sends what follows, the SUFFIX_LINES after): what ranks them; and
-    its identifier overlap with them (how alike they read: what the budget's split and the
-    reasons use)."""
-    near = "\n".join(prefix.split("\n")[-QUERY_LINES:] + suffix.split("\n")[:SUFFIX_LINES])
+    it and, when the editor sends what follows, the SUFFIX_LINES after; a term of the last
+    NEAR_LINES counts twice): what ranks them; and its identifier overlap with them (how alike
+    they read: what the budget's split and the reasons use)."""
+    before = prefix.split("\n")
+    near = "\n".join(before[-QUERY_LINES:] + suffix.split("\n")[:SUFFIX_LINES])
     names = [x for x in dict.fromkeys(_IDENT.findall(near)) if x.lower() not in STOP]
-    return windows.bm25(set(terms_of(near))), similarity(windows, names)
+    query = dict.fromkeys(terms_of(near), 1.0)
+    for term in terms_of("\n".join(before[-NEAR_LINES:])):
+        query[term] = 2.0
+    return windows.bm25(query), similarity(windows, names)
 
 
 def similarity(windows: WindowIndex, query: list[str]) -> np.ndarray:

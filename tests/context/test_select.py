@@ -374,3 +374,24 @@ def test_files_that_share_only_a_licence_header_are_not_copies(tmp_path):
     windows = select.windows_of(session.index)
     first = {windows.paths[r.file] for r in ranked if r.start == 0}
     assert first == {"alpha.go", "beta.go", "gamma.go"}
+
+
+def test_the_line_just_written_weighs_most_in_a_windows_rank(tmp_path):
+    """Code like the line before the cursor outranks code like lines further up that shares
+    more names with them: the next line is most like the one just written."""
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+    from copilot_cli.context import select
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "far.py").write_text("def far():\n    return alphonse + bertrand + cyprien\n")
+    (repo / "near.py").write_text("def near():\n    return dorothea + eleanor\n")
+    chunk_repository(
+        ChunkOptions(repos=(repo,), out=tmp_path / "c.jsonl", registry=tmp_path / "r.json", jobs=1)
+    )
+    session = open_session(tmp_path / "c.jsonl", tmp_path / "r.json")
+    prefix = "total = alphonse + bertrand + cyprien\n" + "\n" * 8 + "last = dorothea + eleanor\n"
+    request = select.Request("cur.py", prefix, "", "python")
+    ranked = select.ranked_windows(session.index, request)
+    windows = select.windows_of(session.index)
+    assert [windows.paths[r.file] for r in ranked] == ["near.py", "far.py"]
