@@ -11,9 +11,9 @@ Sets (benchmarks/corpora.py fetches them at pinned versions):
             Go logrus 1.9.0, gorilla/mux 1.8.0; JavaScript mocha 10.2.0 (its browser bundle left
             out), ws 8.16.0. Never used to choose anything.
   held-out-2: Python rich 13.7.1, click 8.1.7; Go echo 4.2.1, chi 5.0.7; JavaScript knex
-            3.1.0, pino 8.19.0. Measured by no selector yet: run only by name (`--set
-            held-out-2`), once, after the next change to selection (the first set has been
-            measured, so a change chosen after that needs this one to be claimed).
+            3.1.0, pino 8.19.0. Run only by name (`--set held-out-2`); measured once, on
+            2026-12-07, after the line before the cursor was made to count twice in a
+            window's rank (the first set had been measured after earlier changes).
 
 Points (bench_context's rule): a line of file F that uses a name defined in 1-3 other files of
 the repository and not in F, sampled evenly over the repositories of a language. A request
@@ -65,7 +65,7 @@ PEERS = ("none", "jaccard-windows", "bm25-windows", "repo-map")
 METHODS = ("ours", *PEERS, "oracle")
 PREFIX_LINES = bc.PREFIX_LINES
 SEPARATOR = "<file_sep>"
-FRESH = "held-out-2"  # measured by no selector yet: kept for the next change to selection
+FRESH = "held-out-2"  # run only by name (measured once, 2026-12-07)
 PER_LANGUAGE = {"tuning": 24, "held-out": 64, FRESH: 64}
 LANGUAGES = ("python", "go", "javascript")
 EXCLUDE = {  # what is not the repository's own code: test fixtures, a bundled build
