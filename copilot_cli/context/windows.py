@@ -151,25 +151,14 @@ def _identifiers(files: Layout) -> tuple[list[str], np.ndarray, np.ndarray, list
 
 def _name_terms(by_rank: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Each name's BM25 terms (terms_of) as term ranks (string order), flat, with how many
-    each name has, and the terms in that order."""
-    term_vocab: dict[str, int] = {}
-    term_names: list[str] = []
-    name_terms: list[list[int]] = []
-    for x in by_rank:
-        row = []
-        for t in terms_of_name(x):  # x is one identifier: its terms, as terms_of gives them
-            k = term_vocab.get(t)
-            if k is None:
-                k = term_vocab[t] = len(term_names)
-                term_names.append(t)
-            row.append(k)
-        name_terms.append(row)
-    term_rank = np.empty(len(term_names), dtype=np.int64)
-    order = sorted(range(len(term_names)), key=term_names.__getitem__)
-    term_rank[order] = np.arange(len(term_names))
-    counts = np.asarray([len(r) for r in name_terms], dtype=np.int64)
-    flat = term_rank[np.asarray([t for r in name_terms for t in r], dtype=np.int64)]
-    return flat, counts, sorted(term_names)
+    each name has, and the terms in that order (no Python loop body per name or term)."""
+    rows = list(map(terms_of_name, by_rank))  # each is one identifier: terms_of's terms
+    terms = list(itertools.chain.from_iterable(rows))
+    term_sorted = sorted(set(terms))
+    rank_of = dict(zip(term_sorted, itertools.count()))
+    flat = np.fromiter(map(rank_of.__getitem__, terms), dtype=np.int64, count=len(terms))
+    counts = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    return flat, counts, term_sorted
 
 
 def _window_tokens(
