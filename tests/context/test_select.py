@@ -348,27 +348,35 @@ def test_a_copy_of_another_files_code_is_shown_once(session):
     assert checked >= 24
 
 
+def _session_of(tmp_path, files: dict[str, str]):
+    """A session over a repository of these files (name -> text), chunked here."""
+    from copilot_cli.chunking import ChunkOptions, chunk_repository
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    out = {"out": tmp_path / "c.jsonl", "registry": tmp_path / "r.json"}
+    chunk_repository(ChunkOptions(repos=(repo,), jobs=1, **out))
+    return open_session(out["out"], out["registry"])
+
+
 def test_files_that_share_only_a_licence_header_are_not_copies(tmp_path):
     """The first windows of files that open with the same licence header differ in what
     follows it: each stays a candidate (the lines after the header are what the code at the
     cursor may need)."""
-    from copilot_cli.chunking import ChunkOptions, chunk_repository
     from copilot_cli.context import select
 
     header = "".join(
         f"// Licensed under the Example License, clause {k} of 14.\n" for k in range(14)
     )
-    repo = tmp_path / "repo"
-    repo.mkdir()
+    files = {}
     for name, body in (("alpha", "Alpha"), ("beta", "Beta"), ("gamma", "Gamma")):
         code = "\n".join(
             f"func {body}Step{k}(c *Command) error {{ return c.Run{body}({k}) }}" for k in range(8)
         )
-        (repo / f"{name}.go").write_text(f"{header}\npackage demo\n\n{code}\n")
-    chunk_repository(
-        ChunkOptions(repos=(repo,), out=tmp_path / "c.jsonl", registry=tmp_path / "r.json", jobs=1)
-    )
-    session = open_session(tmp_path / "c.jsonl", tmp_path / "r.json")
+        files[f"{name}.go"] = f"{header}\npackage demo\n\n{code}\n"
+    session = _session_of(tmp_path, files)
     prefix = f"{header}\npackage demo\n\nfunc New(c *Command) error {{\n"
     ranked = select.ranked_windows(session.index, select.Request("new.go", prefix, "", "go"))
     windows = select.windows_of(session.index)
@@ -379,17 +387,15 @@ def test_files_that_share_only_a_licence_header_are_not_copies(tmp_path):
 def test_the_line_just_written_weighs_most_in_a_windows_rank(tmp_path):
     """Code like the line before the cursor outranks code like lines further up that shares
     more names with them: the next line is most like the one just written."""
-    from copilot_cli.chunking import ChunkOptions, chunk_repository
     from copilot_cli.context import select
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "far.py").write_text("def far():\n    return alphonse + bertrand + cyprien\n")
-    (repo / "near.py").write_text("def near():\n    return dorothea + eleanor\n")
-    chunk_repository(
-        ChunkOptions(repos=(repo,), out=tmp_path / "c.jsonl", registry=tmp_path / "r.json", jobs=1)
+    session = _session_of(
+        tmp_path,
+        {
+            "far.py": "def far():\n    return alphonse + bertrand + cyprien\n",
+            "near.py": "def near():\n    return dorothea + eleanor\n",
+        },
     )
-    session = open_session(tmp_path / "c.jsonl", tmp_path / "r.json")
     prefix = "total = alphonse + bertrand + cyprien\n" + "\n" * 8 + "last = dorothea + eleanor\n"
     request = select.Request("cur.py", prefix, "", "python")
     ranked = select.ranked_windows(session.index, request)
