@@ -10,8 +10,10 @@ first fetch).
                 1.8.0 (Debian), mocha 10.2.0 and ws 8.16.0 (npm): the repositories context
                 selection was never tuned on (bench_context_quality)
     *-heldout2: rich 13.7.1 and click 8.1.7 (PyPI), echo 4.2.1 and chi 5.0.7 (Debian), knex
-                3.1.0 and pino 8.19.0 (npm): a second held-out set, not yet measured by any
-                selector (kept for the next change to selection)
+                3.1.0 and pino 8.19.0 (npm): a second held-out set (measured once)
+    *-heldout3: jinja2 3.1.4, requests 2.32.3, flask 3.0.3 (PyPI); hcl 1.0.0, pflag 1.0.6,
+                testify 1.8.1 (Debian); joi 17.13.3, mongoose 8.4.1, sequelize 6.37.3 (npm):
+                a third held-out set, three times the points of either earlier one
 
 Python comes from the interpreter's standard library (bench_chunk.corpus). Unpacked under
 benchmarks/.corpora/ (git-ignored); the sha256 of each archive in LANGUAGE.sha256.
@@ -52,13 +54,29 @@ SOURCES = {  # (registry, package, version): published versions never change
         ("deb", "golang-github-go-chi-chi-dev", "5.0.7-1"),
     ],
     "javascript-heldout2": [("npm", "knex", "3.1.0"), ("npm", "pino", "8.19.0")],
+    # a third, larger held-out set (bench_context_quality --set held-out-3)
+    "python-heldout3": [
+        ("pypi", "jinja2", "3.1.4"),
+        ("pypi", "requests", "2.32.3"),
+        ("pypi", "flask", "3.0.3"),
+    ],
+    "go-heldout3": [
+        ("deb", "golang-github-hashicorp-hcl-dev", "1.0.0-1.1"),
+        ("deb", "golang-github-spf13-pflag-dev", "1.0.6~git20210604-d5e0c0615ace-1"),
+        ("deb", "golang-github-stretchr-testify-dev", "1.8.1-1"),
+    ],
+    "javascript-heldout3": [
+        ("npm", "joi", "17.13.3"),
+        ("npm", "mongoose", "8.4.1"),
+        ("npm", "sequelize", "6.37.3"),
+    ],
 }
 SUFFIXES = {
     "go": (".go",),
     "javascript": (".js", ".mjs", ".cjs", ".ts"),
     "mixed": (".py", ".md"),
 }
-HELD_OUT_SUFFIXES = {  # every held-out set (LANGUAGE-heldout, LANGUAGE-heldout2)
+HELD_OUT_SUFFIXES = {  # every held-out set (LANGUAGE-heldout, -heldout2, -heldout3)
     "python": (".py",),
     "go": (".go",),
     "javascript": (".js", ".mjs", ".cjs"),
