@@ -16,11 +16,12 @@ Sets (benchmarks/corpora.py fetches them at pinned versions):
             window's rank (the first set had been measured after earlier changes).
   held-out-3: Python jinja2 3.1.4, requests 2.32.3, flask 3.0.3; Go hcl 1.0.0, pflag 1.0.6,
             testify 1.8.1; JavaScript joi 17.13.3, mongoose 8.4.1, sequelize 6.37.3 (their
-            dist/ builds left out; each repository holds over 64 points). Run only by name (`--set held-out-3`). 192 points per
-            language, three times either earlier set: both showed ours ahead of the best peer
-            on NLL by 0.04-0.06 with a per-point spread (SD of the paired difference) of
-            0.36-0.49, too few points for that lead to clear 2 standard errors; 576 points
-            put the SE near 0.018. Sized and fixed before it was first measured.
+            dist/ builds left out; each repository holds over 64 points). Run only by name
+            (`--set held-out-3`). 192 points per language, three times either earlier set:
+            both showed ours ahead of the best peer on NLL by 0.04-0.06 with a per-point
+            spread (SD of the paired difference) of 0.36-0.49, too few points for that lead
+            to clear 2 standard errors; 576 points put the SE near 0.018. Sized and fixed
+            before it was first measured.
 
 Points (bench_context's rule): a line of file F that uses a name defined in 1-3 other files of
 the repository and not in F, sampled evenly over the repositories of a language. A request
