@@ -14,6 +14,7 @@ first fetch).
     *-heldout3: jinja2 3.1.4, requests 2.32.3, flask 3.0.3 (PyPI); hcl 1.0.0, pflag 1.0.6,
                 testify 1.8.1 (Debian); joi 17.13.3, mongoose 8.4.1, sequelize 6.37.3 (npm):
                 a third held-out set, three times the points of either earlier one
+                (measured once)
 
 Python comes from the interpreter's standard library (bench_chunk.corpus). Unpacked under
 benchmarks/.corpora/ (git-ignored); the sha256 of each archive in LANGUAGE.sha256.
