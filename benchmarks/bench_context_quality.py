@@ -239,7 +239,7 @@ class Scorer:
         target = self.tok(point.target, add_special_tokens=False).input_ids
         prompts = [self.prompt_ids(point, repo, items) for items in chosen.values()]
         states = [self.prefill(prompt, target) for prompt in prompts]
-        pending = [s for s in states if not self.finished(s, target)]
+        pending = [s for s in states if not self.finished(s[1], target)]
         if pending:
             self.decode_together(pending, target)
         scores = {}
@@ -269,8 +269,8 @@ class Scorer:
         self.truncate(cache, len(prompt) + same)
         return nll, target[:same] + [best[same]], cache, len(prompt) + same
 
-    def finished(self, state: tuple, target: list[int]) -> bool:
-        greedy = state[1]
+    def finished(self, greedy: list[int], target: list[int]) -> bool:
+        """A greedy line ends at its first line break, or 8 tokens past the target's length."""
         return "\n" in self.tok.decode(greedy) or len(greedy) >= len(target) + 8
 
     def decode_together(self, states: list[tuple], target: list[int]) -> None:
@@ -297,7 +297,8 @@ class Scorer:
                 step = out.logits[:, -1].argmax(-1, keepdim=True)
                 for row, token in zip(rows, step[:, 0].tolist(), strict=True):
                     states[row][1].append(token)
-                keep = [k for k, row in enumerate(rows) if not self.finished(states[row], target)]
+                done = [self.finished(states[row][1], target) for row in rows]
+                keep = [k for k, finished in enumerate(done) if not finished]
                 if not keep:
                     return
                 if len(keep) < len(rows):

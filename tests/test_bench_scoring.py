@@ -43,13 +43,9 @@ def test_rows_decoded_together_read_as_each_decoded_alone(scorer):
         "x =",
     ]
     target = tok("    value = compute(first, second)", add_special_tokens=False).input_ids
-    states = []
-    for text in texts:
-        nll, greedy, cache, length = scorer.prefill(tok(text).input_ids, target)
-        states.append((nll, greedy, cache, length))
-        assert length >= len(tok(text).input_ids) and len(greedy) >= 1
+    states = [scorer.prefill(tok(text).input_ids, target) for text in texts]
     prompts = [tok(t).input_ids + s[1][:-1] for t, s in zip(texts, states, strict=True)]
-    pending = [k for k, s in enumerate(states) if not scorer.finished(s, target)]
+    pending = [k for k, s in enumerate(states) if not scorer.finished(s[1], target)]
     assert len(pending) >= 2  # a batch of several rows
     states, prompts = [states[k] for k in pending], [prompts[k] for k in pending]
     firsts = [s[1][-1] for s in states]
@@ -59,5 +55,5 @@ def test_rows_decoded_together_read_as_each_decoded_alone(scorer):
     for prompt, first, (_nll, greedy, _cache, _length) in zip(prompts, firsts, states, strict=True):
         expected = alone(scorer, prompt, first, len(greedy) - 1)
         assert greedy == expected
-        assert scorer.finished((None, greedy), target)  # every row ran to its own end
-        assert not scorer.finished((None, greedy[:-1]), target)
+        assert scorer.finished(greedy, target)  # every row ran to its own end
+        assert not scorer.finished(greedy[:-1], target)
