@@ -188,6 +188,18 @@ def edit_similarity(a: str, b: str) -> float:
 
 
 @dataclass
+class Decoding:
+    """One method's state after its forward over prompt + target: the NLL of the target, the
+    greedy tokens so far (the matching ones, then the first that differs), and the cache cut
+    to the prompt and the matching tokens, `length` positions long."""
+
+    nll: float
+    greedy: list[int]
+    cache: object
+    length: int
+
+
+@dataclass
 class Score:
     nll: float
     exact: bool
@@ -239,21 +251,20 @@ class Scorer:
         target = self.tok(point.target, add_special_tokens=False).input_ids
         prompts = [self.prompt_ids(point, repo, items) for items in chosen.values()]
         states = [self.prefill(prompt, target) for prompt in prompts]
-        pending = [s for s in states if not self.finished(s[1], target)]
+        pending = [s for s in states if not self.finished(s.greedy, target)]
         if pending:
             self.decode_together(pending, target)
         scores = {}
-        for method, (nll, greedy, _cache, _length) in zip(chosen, states, strict=True):
-            line = self.tok.decode(greedy).split("\n")[0].strip()
+        for method, state in zip(chosen, states, strict=True):
+            line = self.tok.decode(state.greedy).split("\n")[0].strip()
             exact = line == point.target.strip()
-            scores[method] = Score(nll, exact, edit_similarity(line, point.target), line)
+            scores[method] = Score(state.nll, exact, edit_similarity(line, point.target), line)
         self.seconds += time.perf_counter() - started
         self.forwards += len(chosen)
         return scores
 
-    def prefill(self, prompt: list[int], target: list[int]) -> tuple:
-        """(NLL of the target, greedy tokens up to and including the first that differs from
-        it, the cache cut to the prompt and the matching tokens, that cut's length)."""
+    def prefill(self, prompt: list[int], target: list[int]) -> Decoding:
+        """One forward over prompt + target: its Decoding, greedy up to the first miss."""
         from transformers import DynamicCache
 
         torch = self.torch
@@ -267,22 +278,22 @@ class Scorer:
         while same < len(target) and best[same] == target[same]:
             same += 1
         self.truncate(cache, len(prompt) + same)
-        return nll, target[:same] + [best[same]], cache, len(prompt) + same
+        return Decoding(nll, target[:same] + [best[same]], cache, len(prompt) + same)
 
     def finished(self, greedy: list[int], target: list[int]) -> bool:
         """A greedy line ends at its first line break, or 8 tokens past the target's length."""
         return "\n" in self.tok.decode(greedy) or len(greedy) >= len(target) + 8
 
-    def decode_together(self, states: list[tuple], target: list[int]) -> None:
+    def decode_together(self, states: list[Decoding], target: list[int]) -> None:
         """Greedy steps for every state at once: the caches left-padded to one length, the
         padding masked out, each row at its own position; a row that is done leaves the
         batch. (bfloat16 sums in another order than one row alone: about 1 greedy line in
         20 differs from decoding each method by itself, either way; the NLL does not.)"""
         torch = self.torch
         rows = list(range(len(states)))
-        lengths = torch.tensor([[length] for *_rest, length in states])
-        cache, mask = self.batched_cache([s[2] for s in states], lengths[:, 0].tolist())
-        step = torch.tensor([[s[1][-1]] for s in states])
+        lengths = torch.tensor([[s.length] for s in states])
+        cache, mask = self.batched_cache([s.cache for s in states], [s.length for s in states])
+        step = torch.tensor([[s.greedy[-1]] for s in states])
         with torch.inference_mode():
             for taken in range(len(target) + 8):
                 mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype)], dim=1)
@@ -296,8 +307,8 @@ class Scorer:
                 )
                 step = out.logits[:, -1].argmax(-1, keepdim=True)
                 for row, token in zip(rows, step[:, 0].tolist(), strict=True):
-                    states[row][1].append(token)
-                done = [self.finished(states[row][1], target) for row in rows]
+                    states[row].greedy.append(token)
+                done = [self.finished(states[row].greedy, target) for row in rows]
                 keep = [k for k, finished in enumerate(done) if not finished]
                 if not keep:
                     return

@@ -44,15 +44,16 @@ def test_rows_decoded_together_read_as_each_decoded_alone(scorer):
     ]
     target = tok("    value = compute(first, second)", add_special_tokens=False).input_ids
     states = [scorer.prefill(tok(text).input_ids, target) for text in texts]
-    prompts = [tok(t).input_ids + s[1][:-1] for t, s in zip(texts, states, strict=True)]
-    pending = [k for k, s in enumerate(states) if not scorer.finished(s[1], target)]
+    prompts = [tok(t).input_ids + s.greedy[:-1] for t, s in zip(texts, states, strict=True)]
+    pending = [k for k, s in enumerate(states) if not scorer.finished(s.greedy, target)]
     assert len(pending) >= 2  # a batch of several rows
     states, prompts = [states[k] for k in pending], [prompts[k] for k in pending]
-    firsts = [s[1][-1] for s in states]
+    firsts = [s.greedy[-1] for s in states]
     scorer.decode_together(states, target)
-    lengths = {len(s[1]) for s in states}
+    lengths = {len(s.greedy) for s in states}
     assert max(lengths) > 2  # some row decoded several steps
-    for prompt, first, (_nll, greedy, _cache, _length) in zip(prompts, firsts, states, strict=True):
+    for prompt, first, state in zip(prompts, firsts, states, strict=True):
+        greedy = state.greedy
         expected = alone(scorer, prompt, first, len(greedy) - 1)
         assert greedy == expected
         assert scorer.finished(greedy, target)  # every row ran to its own end
