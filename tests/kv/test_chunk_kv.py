@@ -23,6 +23,7 @@ from transformers import (
 )
 
 from copilot_cli.core.errors import InputError
+from copilot_cli.core.models import cache_kwargs
 from copilot_cli.kv.assemble import StoredPiece, assemble_cache
 from copilot_cli.kv.rope import rerotate, rotary_of
 
@@ -136,16 +137,48 @@ def test_full_recompute_is_a_full_prefill_and_none_is_placement_only(family):
     stored = placed.cache.layers[2].keys[0, :, first_at : first_at + len(FIRST)]
     assert torch.allclose(stored, moved)
     partial = assemble_cache(model, prefix, pieces, recompute=0.15)
-    assert partial.recomputed_tokens == round(0.15 * (len(FIRST) + len(SECOND)))
+    first_k, second_k = round(0.15 * len(FIRST)), round(0.15 * len(SECOND))
+    assert partial.recomputed_tokens == first_k + second_k == 9
     assert _max_key_diff(partial.cache, full) < _max_key_diff(placed.cache, full)
-    # layers 0 and 1 are exact for every placed token whatever the ratio (layer 1 probed
-    # for its keys/values only); deeper layers only for the recomputed ones
-    for layer in (0, 1):
+    second_at = first_at + len(FIRST)
+    for layer in range(len(full.layers)):
         for kind in ("keys", "values"):
-            got = getattr(partial.cache.layers[layer], kind)
-            want = getattr(full.layers[layer], kind)
-            assert torch.allclose(got, want, atol=1e-5), (layer, kind)
-    assert not torch.allclose(partial.cache.layers[2].values, full.layers[2].values, atol=1e-3)
+            got = getattr(partial.cache.layers[layer], kind)[0]
+            want = getattr(full.layers[layer], kind)[0]
+            as_placed = getattr(placed.cache.layers[layer], kind)[0]
+            # layer 0 is exact for every placed token (it depends on token and position)
+            if layer == 0:
+                assert torch.allclose(got, want, atol=1e-5), kind
+            # the first chunk's first tokens are recomputed over the prefix and each other:
+            # exact at every layer
+            head = slice(first_at, first_at + first_k)
+            assert torch.allclose(got[:, head], want[:, head], atol=1e-5), (layer, kind)
+            # the rest of each chunk keeps its stored KV, moved
+            for tail in (slice(first_at + first_k, second_at), slice(second_at + second_k, None)):
+                assert torch.equal(got[:, tail], as_placed[:, tail]), (layer, kind)
+    # the second chunk's first tokens were recomputed too (they read the first chunk's KV,
+    # which is approximate, so they are not exact)
+    second_head = slice(second_at, second_at + second_k)
+    values = partial.cache.layers[2].values[0, :, second_head]
+    assert not torch.equal(values, placed.cache.layers[2].values[0, :, second_head])
+
+
+def test_code_after_the_chunks_reads_their_recomputed_kv():
+    """A computed piece after the placed ones runs in the same pass as the recompute: what
+    assembling the chunks, recomputing, then prefilling the piece over that cache gives."""
+    model = _model("llama")
+    after = list(range(200, 230))
+    prefix, pieces = _piece(model, PREFIX), [_piece(model, FIRST), _piece(model, SECOND)]
+    fused = assemble_cache(model, prefix, pieces + [after], recompute=0.3)
+    assert fused.computed_tokens == len(after) and fused.recomputed_tokens == 9 + 10
+    apart = assemble_cache(model, prefix, pieces, recompute=0.3)
+    with torch.no_grad():
+        model(torch.tensor([after]), **cache_kwargs(model, apart.cache))
+    assert _max_key_diff(fused.cache, apart.cache) < 1e-5
+    stale = assemble_cache(model, prefix, pieces, recompute=0.0)
+    with torch.no_grad():
+        model(torch.tensor([after]), **cache_kwargs(model, stale.cache))
+    assert _max_key_diff(fused.cache, stale.cache) > 1e-3
 
 
 def test_computed_pieces_between_chunks_attend_to_what_is_assembled():
