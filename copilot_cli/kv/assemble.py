@@ -7,13 +7,13 @@ second layer on its tokens never saw the real preceding context. CacheBlend (Eur
 recomputes the tokens whose KV deviates most. The rule here is positional: the first `ratio`
 of each placed chunk's tokens (at least its first token). Those tokens stood right after the
 lead, and a model's attention pools on a sequence's first tokens, so their stored KV is the
-most wrong. Measured on SmolLM2-135M (bench_chunk_kv, 12 prompts):
-- the tokens whose layer-1 values move most are mostly there: 58% of them among the first 40
-  of their chunk;
-- recomputing the first 15% of each chunk gave a mean KL of 0.028 against a full prefill;
-- recomputing the 15% whose layer-1 values moved most gave 0.037.
-The layer-1 rule also needs layer 0 over every placed token first, about 40% of its cost; a
-positional choice is known before anything runs.
+most wrong. Measured on SmolLM2-135M (bench_chunk_kv):
+- the tokens whose layer-1 values move most once layer 0 has seen the real context (the rule
+  used before) are mostly there: 58% of them among the first 40 of their chunk (12 prompts);
+- recomputing the first 15% of each chunk gives a mean KL of 0.024 against a full prefill,
+  the 15% whose layer-1 values moved most 0.032 (50 prompts).
+The layer-1 rule also needs layer 0 over every placed token first, over a third of its cost;
+a positional choice is known before anything runs.
 
 One pass does it all. Every stored piece is written at its position first. Then the chosen
 chunk tokens go through the decoder stack in one pass, with every computed piece between and
