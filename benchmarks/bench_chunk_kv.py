@@ -45,7 +45,13 @@ from copilot_cli.chunking import ChunkOptions, chunk_repository
 from copilot_cli.context import ContextOptions, open_session
 from copilot_cli.core.models import ModelSpec, cache_kwargs, load_model
 from copilot_cli.kv import PrefillOptions, PrefixStore, prefill_sources
-from copilot_cli.kv.assemble import _recomputed, assemble_cache
+from copilot_cli.kv.assemble import (
+    StoredPiece,
+    _recomputed,
+    _run_layers,
+    _ScatterCache,
+    assemble_cache,
+)
 from copilot_cli.kv.builder import prefixes_from_bundle
 from copilot_cli.kv.chunkkv import snippet_sources
 from copilot_cli.kv.loader import build_cache
@@ -131,8 +137,6 @@ class Request:
         return self.store.kv.index.prefixes[name].lead_tokens
 
     def stored_piece(self, name: str):
-        from copilot_cli.kv.assemble import StoredPiece
-
         token_ids, keys, values = self.store.tensors(name)
         lead = self._lead(name)
         self.store.release(name)  # resident anyway (max_bytes unbounded)
@@ -206,16 +210,14 @@ def _random_choice(placed, ratio):
 
 
 def _layer_one_choice(model, prefix, parts, ratio):
-    from copilot_cli.kv.assemble import _run_layers, _ScatterCache
-
     laid = assemble_cache(model, prefix, parts, recompute=0.0)
     keys = [layer.keys.clone() for layer in laid.cache.layers]
     values = [layer.values.clone() for layer in laid.cache.layers]
     at, offset = [], laid.prefix_tokens
     placed = []
     for part in parts:
-        length = len(part.token_ids) if hasattr(part, "token_ids") else len(part)
-        if hasattr(part, "token_ids"):
+        length = len(part.token_ids) if isinstance(part, StoredPiece) else len(part)
+        if isinstance(part, StoredPiece):
             placed.append((offset, length))
             at += range(offset, offset + length)
         offset += length
