@@ -1,11 +1,18 @@
 """The wheel carries the shipped defaults (the tiny code model, the prompt templates, the sample
 repository and prompts, the example copilot-opt.yaml) under copilot_cli/shipped/, in the
 layout they have in the repository, so an installed package finds them as a clone does
-(copilot_cli/paths.py). Everything else is in pyproject.toml."""
+(copilot_cli/paths.py). Everything else is in pyproject.toml.
+
+setuptools builds in a fresh temporary folder, removed when the build ends, not in `build/`
+of the clone: that is where the README's `copilot-opt build -o build` writes (which refuses a
+folder holding files it did not write), and a reused build folder keeps a module deleted from
+the source and puts it in the next wheel."""
 
 from __future__ import annotations
 
+import atexit
 import shutil
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -36,4 +43,7 @@ class BuildWithShippedData(build_py):
                 shutil.copy2(source, dest)
 
 
-setup(cmdclass={"build_py": BuildWithShippedData})
+BUILD_BASE = tempfile.mkdtemp(prefix="copilot-opt-setuptools-")
+atexit.register(shutil.rmtree, BUILD_BASE, ignore_errors=True)
+
+setup(cmdclass={"build_py": BuildWithShippedData}, options={"build": {"build_base": BUILD_BASE}})
