@@ -204,7 +204,7 @@ def _random_choice(placed, ratio):
     generator = torch.Generator().manual_seed(sum(n for _, n in placed))
     chosen = []
     for start, length in placed:
-        want = min(length, max(1, round(ratio * length)))
+        want = len(_recomputed([(start, length)], ratio))  # the shipped rule's count
         chosen += (start + torch.randperm(length, generator=generator)[:want]).tolist()
     return sorted(chosen)
 
